@@ -1,0 +1,109 @@
+"""The analysis entry point: template → :class:`TemplateAnalysis`.
+
+Example::
+
+    >>> a = analyze_template("templates/chatml-think.jinja")
+    >>> a.content_structure.reasoning_start
+    '<think>\\n'
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from .caps import _info, probe_caps
+from .content import detect_content
+from .errors import AnalysisError, RenderError, TemplateError
+from .load import LoadedTemplate, load_template
+from .prober import Prober
+from .reasoning import detect_reasoning, settings_modes
+from .render import DEFAULT_LIMITS, RenderLimits, compile_error
+from .structures import ContentStructure, ReasoningMode, TemplateAnalysis, ThinkingSetting
+from .turns import probe_turns
+
+THINKING_ON = ("enable_thinking=true",)
+
+
+def _thinking_setting(modes: list) -> tuple:
+    """The setting that stands for "thinking on": enable_thinking=true, unless another
+    control is what actually lets the model reason (e.g. ``thinking=true``)."""
+    by_name = {s.name: (s, m) for s, m in modes}
+    on = by_name.get("enable_thinking=true") or modes[0]
+    if on[1] in (ReasoningMode.FORCED_OPEN, ReasoningMode.OPTIONAL):
+        return on
+    for wanted in (ReasoningMode.FORCED_OPEN, ReasoningMode.OPTIONAL):
+        for s, m in modes:
+            if m == wanted:
+                return s, m
+    return on
+
+
+def _strip_reasoning_tail(header: str, reasoning) -> str:
+    """The assistant header without a reasoning opener (or empty block) the prompt writes."""
+    if reasoning is None:
+        return header
+    for marker in (reasoning.end.strip(), reasoning.start.strip()):
+        if marker and header.rstrip().endswith(marker):
+            header = header.rstrip()[:-len(marker)]
+    return header
+
+
+def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "jinja2",
+                     limits: RenderLimits = DEFAULT_LIMITS) -> TemplateAnalysis:
+    """Analyze a chat template (a path, or a template loaded with :func:`analyzer.load_template`).
+
+    Raises ``TemplateError`` for input that is not a usable template (missing file, bad JSON,
+    syntax error) and ``AnalysisError`` when no probe renders.
+
+    Example::
+
+        >>> analyze_template("templates/chatml-think.jinja").caps.supports_tools
+        True
+    """
+    loaded = template if isinstance(template, LoadedTemplate) else load_template(template)
+    for src in set(loaded.variants.values()):
+        err = compile_error(src, loaded.name, engine)
+        if err is not None:
+            raise err
+    prober = Prober(loaded, engine=engine, limits=limits)
+    try:
+        caps = probe_caps(prober)
+        turns = probe_turns(prober, caps)
+        info = _info(prober)
+        reasoning = detect_reasoning(prober, caps, turns, info)
+        modes = settings_modes(turns, reasoning)
+        thinking, thinking_mode = _thinking_setting(modes)
+        thinking_full = prober.render(f"generation_prompt[{thinking.name}]", list(turns.base),
+                                      add_generation_prompt=True, **dict(thinking.kwargs))
+        content = detect_content(turns, reasoning, thinking_full)
+    except RenderError as e:  # a render that escaped the prober (should not happen)
+        raise AnalysisError(str(e), template=loaded.name) from None
+    header = _strip_reasoning_tail(turns.header, reasoning)
+    notes = []
+    if loaded.tokens_are_stand_ins:
+        notes.append("no tokenizer config: bos/eos stand-ins <s>, </s> were used")
+    cs = ContentStructure(
+        reasoning_mode=thinking_mode,
+        reasoning_start=reasoning.start if reasoning else "",
+        reasoning_end=reasoning.end if reasoning else "",
+        content_mode=content.mode,
+        content_start=content.start,
+        content_end=content.end,
+        reasoning_source=reasoning.source if reasoning else "",
+        reasoning_kept=reasoning.kept if reasoning else "",
+    )
+    from dataclasses import replace
+    caps = replace(caps, reasoning_field=reasoning.field if reasoning else "")
+    settings = tuple(ThinkingSetting(name=s.name, kwargs=s.kwargs, generation_prompt=s.prompt, reasoning_mode=m)
+                     for s, m in modes)
+    sha = hashlib.sha256(loaded.source.encode("utf-8")).hexdigest()
+    return TemplateAnalysis(
+        template=loaded.name, sha256=sha, engine=engine, caps=caps, content_structure=cs,
+        generation_prompt=turns.default.prompt, generation_prompt_thinking=thinking.prompt,
+        assistant_start=header, end_of_turn=content.end_of_turn, thinking_settings=settings,
+        probe_failures=prober.recorded_failures(), fallback_renders=prober.recorded_fallbacks(),
+        notes=tuple(notes), tokens_are_stand_ins=loaded.tokens_are_stand_ins)
+
+
+__all__ = ["analyze_template", "TemplateError", "AnalysisError"]

@@ -1,0 +1,186 @@
+"""Capability probing (seed 003): render needles and see which ones come out.
+
+Each capability is one or two renders. A template "supports" a feature when the feature's
+needle appears in the part of the output that the feature's message produced; a template
+that raises, or silently drops the needle, does not.
+
+Example::
+
+    >>> from analyzer.load import from_string
+    >>> from analyzer.prober import Prober
+    >>> t = from_string("{% for m in messages %}{{ m.role }}:{{ m.content }}\\n{% endfor %}")
+    >>> probe_caps(Prober(t)).supports_system_role
+    True
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from . import probes as P
+from .diff import common_prefix_len
+from .prober import Prober
+from .structures import Caps
+from .template_info import TemplateInfo, template_info
+
+
+@dataclass(frozen=True, slots=True)
+class ToolProbeForms:
+    """How tool-call probes must be written for this template."""
+
+    args_as_string: bool  # pass arguments as a JSON string (else as an object)
+    with_ids: bool
+
+
+def _region(prober: Prober, probe: str, before: list[dict], after: list[dict], **kw: Any) -> str | None:
+    """The text ``after`` adds over ``before`` (both rendered the same way), or None."""
+    a = prober.render(probe + ":base", before, **kw)
+    b = prober.render(probe, after, **kw)
+    if a is None or b is None:
+        return None
+    return b[common_prefix_len(a, b):]
+
+
+def detect_content_format(prober: Prober) -> str:
+    """'string' when plain string content renders, 'parts' when only content parts do."""
+    out = prober.try_render("content_format:string", [P.user()])
+    if isinstance(out, str) and P.USER in out:
+        return "string"
+    parts = prober.try_render("content_format:parts", P.as_parts([P.user()]))
+    if isinstance(parts, str) and P.USER in parts:
+        return "parts"
+    return "string"
+
+
+def _tools_for(*names: str) -> list[dict[str, Any]]:
+    return [P.tool_schema(n) for n in names]
+
+
+def tool_call_messages(forms: ToolProbeForms, calls: list[tuple[str, dict[str, Any], str]],
+                       content: str | None = None, **extra: Any) -> dict[str, Any]:
+    """An assistant message with ``calls`` written the way this template wants them."""
+    tool_calls = [P.tool_call(name, json.dumps(args, ensure_ascii=False) if forms.args_as_string else args,
+                              cid if forms.with_ids else None) for name, args, cid in calls]
+    return P.assistant(content, tool_calls=tool_calls, **extra)
+
+
+def detect_tool_forms(prober: Prober, base: list[dict]) -> tuple[ToolProbeForms | None, dict[str, bool]]:
+    """Find an argument form (object or JSON string) under which a tool call renders."""
+    tools = _tools_for(P.FN_A, P.FN_B)
+    args = {P.ARG_S: P.VAL_S}
+    results: dict[str, str | None] = {}
+    for as_string in (False, True):
+        forms = ToolProbeForms(args_as_string=as_string, with_ids=True)
+        msg = tool_call_messages(forms, [(P.FN_A, args, P.ID_A)])
+        results["string" if as_string else "object"] = _region(
+            prober, f"tool_call[{'string' if as_string else 'object'} args]", base, base + [msg], tools=tools)
+    obj, string = results["object"], results["string"]
+
+    def well_formed(region: str | None) -> bool:
+        # the call's name and the argument value must come out, and not double-encoded
+        return bool(region and P.FN_A in region and P.VAL_S in region and '\\"' not in region
+                    and "{'" not in region)
+
+    flags = {"requires_object_arguments": well_formed(obj) and not well_formed(string),
+             "requires_string_arguments": well_formed(string) and not well_formed(obj)}
+    if well_formed(obj):
+        return ToolProbeForms(args_as_string=False, with_ids=True), flags
+    if well_formed(string):
+        return ToolProbeForms(args_as_string=True, with_ids=True), flags
+    # The name renders but not the value (e.g. templates that ignore arguments): still a call.
+    if obj and P.FN_A in obj:
+        return ToolProbeForms(args_as_string=False, with_ids=True), flags
+    if string and P.FN_A in string:
+        return ToolProbeForms(args_as_string=True, with_ids=True), flags
+    return None, flags
+
+
+def thinking_controls(info: TemplateInfo) -> tuple[str, ...]:
+    """Template variables that look like thinking switches (by name; no model names)."""
+    found = []
+    for var in sorted(info.variables):
+        low = var.lower()
+        if var in P.NOT_CONTROLS:
+            continue
+        if any(w in low for w in P.THINKING_VARIABLE_WORDS):
+            found.append(var)
+    return tuple(found)
+
+
+def probe_caps(prober: Prober) -> Caps:
+    """Probe every capability of the template behind ``prober``."""
+    prober.content_format = detect_content_format(prober)
+    base = [P.user()]
+
+    sys_out = prober.render("system_role", [P.system(), P.user()])
+    supports_system = sys_out is not None and P.SYSTEM in sys_out
+
+    plain = prober.render("tools:base", base)
+    with_tools = prober.render("tools", base, tools=_tools_for(P.FN_A))
+    supports_tools = with_tools is not None and P.FN_A in with_tools and (plain is None or P.FN_A not in plain)
+
+    forms, flags = detect_tool_forms(prober, base)
+    supports_calls = forms is not None
+    supports_responses = supports_parallel = requires_nonnull = False
+    if forms is not None:
+        tools = _tools_for(P.FN_A, P.FN_B)
+        call = tool_call_messages(forms, [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)])
+        resp = _region(prober, "tool_response", base + [call], base + [call, P.tool_result()], tools=tools)
+        supports_responses = resp is not None and P.TOOL_RESULT in resp
+        two = tool_call_messages(forms, [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A),
+                                         (P.FN_B, {P.ARG_S: P.VAL_T}, P.ID_B)])
+        region = _region(prober, "parallel_tool_calls", base, base + [two], tools=tools)
+        supports_parallel = region is not None and P.FN_A in region and P.FN_B in region
+        # null content: transformers drops None-valued keys, so a template that reads
+        # message.get('content') sees None and may print "None"; one that needs a string raises.
+        null_msg = tool_call_messages(forms, [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)], content=None)
+        empty_msg = tool_call_messages(forms, [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)], content="")
+        null_region = _region(prober, "null_content", base, base + [null_msg], tools=tools)
+        empty_region = _region(prober, "empty_content", base, base + [empty_msg], tools=tools)
+        requires_nonnull = empty_region is not None and (
+            null_region is None or ("None" in null_region and "None" not in empty_region))
+
+    info = _info(prober)
+    controls = thinking_controls(info) if info is not None else ()
+    toggle = False
+    on = prober.render("thinking_toggle:on", base, add_generation_prompt=True, enable_thinking=True)
+    off = prober.render("thinking_toggle:off", base, add_generation_prompt=True, enable_thinking=False)
+    if on is not None and off is not None and on != off:
+        toggle = True
+    for var in controls:
+        if toggle:
+            break
+        values = info.constants_for(var) if info is not None else ()
+        outs = {prober.render(f"thinking_toggle:{var}={v!r}", base, add_generation_prompt=True, **{var: v})
+                for v in (values or (True, False))}
+        toggle = len({o for o in outs if o is not None}) > 1
+    if "enable_thinking" in (info.variables if info else ()) and "enable_thinking" not in controls:
+        controls = ("enable_thinking",) + controls
+
+    return Caps(
+        supports_system_role=supports_system,
+        supports_tools=supports_tools,
+        supports_tool_calls=supports_calls,
+        supports_tool_responses=supports_responses,
+        supports_parallel_tool_calls=supports_parallel,
+        requires_object_arguments=flags.get("requires_object_arguments", False),
+        requires_string_arguments=flags.get("requires_string_arguments", False),
+        requires_nonnull_content=requires_nonnull,
+        supports_thinking_toggle=toggle,
+        content_format=prober.content_format,
+        thinking_controls=controls,
+    )
+
+
+def _info(prober: Prober) -> TemplateInfo | None:
+    try:
+        return template_info(prober.template.source)
+    except Exception:  # a template minijinja renders but jinja2 cannot parse
+        return None
+
+
+def tool_forms(caps: Caps) -> ToolProbeForms:
+    """The argument form tool-call probes use: an object unless the template takes only strings."""
+    return ToolProbeForms(args_as_string=caps.requires_string_arguments, with_ids=True)

@@ -1,0 +1,66 @@
+"""Phase 1, content: is the answer wrapped in markers, always or only after reasoning?
+
+Given the content-only turn (``header · before · CONTENT · after``) and, when the template has
+reasoning, the text that followed the reasoning end, the wrapper is the opening sequence
+before the content and the sequence that mirrors it after (``<|START_RESPONSE|>`` /
+``<|END_RESPONSE|>``, ``<|open|>response<|sep|>`` / ``<|close|>response<|sep|>``). A wrapper
+seen without reasoning is ALWAYS_WRAPPED; one seen only after reasoning, or only described
+in thinking instructions, is WRAPPED_WITH_REASONING.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .markers import CONTENT_WORDS, mirror_split, tokenize
+from .reasoning import Reasoning, adjacent_pairs
+from .structures import ContentMode
+from .turns import Turns
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    mode: ContentMode
+    start: str
+    end: str
+    end_of_turn: str
+
+
+def _strip_empty_reasoning(before: str, r: Reasoning | None) -> str:
+    """The part of ``before`` after an empty reasoning block the template wrote there."""
+    if r is None or not r.end.strip():
+        return before
+    i = before.find(r.end.strip())
+    if i < 0:
+        return before
+    rest = before[i + len(r.end.strip()):]
+    return rest.lstrip() if not rest.strip() or rest != rest.lstrip() else rest
+
+
+def detect_content(turns: Turns, r: Reasoning | None, thinking_prompt_full: str | None) -> Content:
+    before = _strip_empty_reasoning(turns.before_content, r)
+    after = turns.after_content
+    start = before if before.strip() else ""
+    mode = ContentMode.ALWAYS_WRAPPED if start else ContentMode.PLAIN
+    if not start and r is not None and r.content_start.strip():
+        start, mode = r.content_start, ContentMode.WRAPPED_WITH_REASONING
+    end = ""
+    if start:
+        mirrored = mirror_split(start, after)
+        if mirrored is not None:
+            end = mirrored[1]
+            # the opening sequence is what mirrors, plus what precedes it in `before`
+    elif thinking_prompt_full:
+        # wrappers only described in instructions: "write your answer between <response></response>"
+        pairs = adjacent_pairs(thinking_prompt_full, CONTENT_WORDS)
+        if pairs:
+            start, end = pairs[0]
+            mode = ContentMode.WRAPPED_WITH_REASONING
+    eot = after
+    if end and eot.startswith(end):
+        eot = eot[len(end):]
+    elif end:
+        toks = tokenize(eot)
+        k = next((i for i, t in enumerate(toks) if not t.isspace()), 0)
+        eot = "".join(toks[k:])[len(end):] if "".join(toks[k:]).startswith(end) else eot
+    return Content(mode=mode, start=start, end=end, end_of_turn=eot)

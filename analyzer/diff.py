@@ -1,0 +1,109 @@
+"""Compare renders: common prefixes and suffixes, at character or marker-token granularity.
+
+Token granularity (see :mod:`analyzer.markers`) keeps a diff boundary from cutting a marker
+in half: ``"<think>"`` against ``"<|START|>"`` share no prefix, although both start with ``<``.
+
+Example::
+
+    >>> common_prefix_len("a<think>b", "a<tool>b", tokens=True)
+    1
+    >>> split_around("x<t>NEEDLE</t>y", "NEEDLE")
+    ('x<t>', '</t>y')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .markers import tokenize
+
+
+def common_prefix_len(a: str, b: str, *, tokens: bool = False) -> int:
+    """Length (in characters) of the common prefix of ``a`` and ``b``."""
+    if not tokens:
+        n = min(len(a), len(b))
+        i = 0
+        while i < n and a[i] == b[i]:
+            i += 1
+        return i
+    ta, tb = tokenize(a), tokenize(b)
+    size = 0
+    for x, y in zip(ta, tb):
+        if x != y:
+            break
+        size += len(x)
+    return size
+
+
+def common_suffix_len(a: str, b: str, *, tokens: bool = False, limit: int | None = None) -> int:
+    """Length of the common suffix; ``limit`` caps it (so it cannot overlap a known prefix)."""
+    if not tokens:
+        n = min(len(a), len(b)) if limit is None else min(len(a), len(b), limit)
+        i = 0
+        while i < n and a[-1 - i] == b[-1 - i]:
+            i += 1
+        return i
+    ta, tb = tokenize(a), tokenize(b)
+    size = 0
+    for x, y in zip(reversed(ta), reversed(tb)):
+        if x != y or (limit is not None and size + len(x) > limit):
+            break
+        size += len(x)
+    return size
+
+
+def common_prefix(texts: Sequence[str], *, tokens: bool = False) -> str:
+    if not texts:
+        return ""
+    n = len(texts[0])
+    for t in texts[1:]:
+        n = min(n, common_prefix_len(texts[0][:n], t, tokens=tokens))
+    return texts[0][:n]
+
+
+def common_suffix(texts: Sequence[str], *, tokens: bool = False) -> str:
+    if not texts:
+        return ""
+    n = len(texts[0])
+    for t in texts[1:]:
+        n = min(n, common_suffix_len(texts[0][len(texts[0]) - n:], t, tokens=tokens))
+    return texts[0][len(texts[0]) - n:] if n else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Diff:
+    """Where two texts differ: ``a[prefix:a_end]`` was replaced by ``b[prefix:b_end]``."""
+
+    prefix: int
+    a_end: int
+    b_end: int
+
+    def a_middle(self, a: str) -> str:
+        return a[self.prefix:self.a_end]
+
+    def b_middle(self, b: str) -> str:
+        return b[self.prefix:self.b_end]
+
+
+def diff(a: str, b: str, *, tokens: bool = True) -> Diff:
+    """The single changed region between ``a`` and ``b`` (prefix and suffix do not overlap)."""
+    p = common_prefix_len(a, b, tokens=tokens)
+    s = common_suffix_len(a[p:], b[p:], tokens=tokens)
+    return Diff(p, len(a) - s, len(b) - s)
+
+
+def split_around(text: str, needle: str, *, last: bool = False) -> tuple[str, str] | None:
+    """``(before, after)`` around one occurrence of ``needle`` (first, or last), or None."""
+    i = text.rfind(needle) if last else text.find(needle)
+    if i < 0:
+        return None
+    return text[:i], text[i + len(needle):]
+
+
+def leading_ws(s: str) -> str:
+    return s[:len(s) - len(s.lstrip())]
+
+
+def trailing_ws(s: str) -> str:
+    return s[len(s.rstrip()):]

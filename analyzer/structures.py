@@ -1,0 +1,239 @@
+"""The analysis result: frozen dataclasses that round-trip through JSON.
+
+Field names follow the auto-parser design (seed 001) and ``DESIGN.md``. Extra fields may
+be added; none are removed or renamed without a changelog entry.
+
+Example::
+
+    >>> a = TemplateAnalysis(template="t.jinja")
+    >>> TemplateAnalysis.from_dict(a.to_dict()) == a
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class ReasoningMode(str, enum.Enum):
+    NONE = "REASONING_NONE"          # no reasoning markers
+    OPTIONAL = "REASONING_OPTIONAL"  # the model may open reasoning itself
+    FORCED_OPEN = "REASONING_FORCED_OPEN"  # the prompt opened it (explicitly or implicitly)
+    # Extension: the generation prompt itself writes a closed, empty reasoning block
+    # (enable_thinking=false in Qwen3): the model is told not to reason, and output is
+    # content. Seed 001 folds this into NONE, which loses the markers the parser still
+    # needs to tolerate a stray close tag.
+    DISABLED = "REASONING_DISABLED"
+
+
+class ContentMode(str, enum.Enum):
+    PLAIN = "CONTENT_PLAIN"
+    ALWAYS_WRAPPED = "CONTENT_ALWAYS_WRAPPED"
+    WRAPPED_WITH_REASONING = "CONTENT_WRAPPED_WITH_REASONING"
+
+
+class FunctionFormat(str, enum.Enum):
+    NONE = "FUNC_NONE"
+    JSON_OBJECT = "FUNC_JSON_OBJECT"
+    TAG_WITH_NAME = "FUNC_TAG_WITH_NAME"
+    TAG_NAME_ONLY = "FUNC_TAG_NAME_ONLY"
+    PREFIXED_INDEXED = "FUNC_PREFIXED_INDEXED"
+    NAME_AS_KEY = "FUNC_NAME_AS_KEY"
+    BRACKET_TAG = "FUNC_BRACKET_TAG"
+    RECIPIENT_BASED = "FUNC_RECIPIENT_BASED"
+    MARKDOWN_CODE_BLOCK = "FUNC_MARKDOWN_CODE_BLOCK"
+    CHANNEL_BASED = "FUNC_CHANNEL_BASED"
+
+
+class ArgumentFormat(str, enum.Enum):
+    NONE = "ARGS_NONE"
+    JSON = "ARGS_JSON"
+    TAGGED = "ARGS_TAGGED"
+    KEY_VALUE_TAGS = "ARGS_KEY_VALUE_TAGS"
+
+
+@dataclass(frozen=True, slots=True)
+class Caps:
+    """What the template can render (seed 003 capability probing)."""
+
+    supports_system_role: bool = False
+    supports_tools: bool = False
+    supports_tool_calls: bool = False
+    supports_tool_responses: bool = False
+    supports_parallel_tool_calls: bool = False
+    requires_object_arguments: bool = False
+    # Extension: the template renders arguments well only when given as a JSON string
+    # (it concatenates them as text, printing a Python dict repr otherwise).
+    requires_string_arguments: bool = False
+    requires_nonnull_content: bool = False
+    supports_thinking_toggle: bool = False
+    # "string" (content as text) or "parts" (content as [{"type": "text", "text": ...}]),
+    # as vLLM's chat_template_content_format.
+    content_format: str = "string"
+    # The message key the template reads reasoning from ("" when it reads none).
+    reasoning_field: str = ""
+    # Template variables that switch thinking on/off (enable_thinking, thinking, ...).
+    thinking_controls: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ContentStructure:
+    """Phase 1: how the template writes reasoning and content."""
+
+    reasoning_mode: ReasoningMode = ReasoningMode.NONE
+    reasoning_start: str = ""
+    reasoning_end: str = ""
+    content_mode: ContentMode = ContentMode.PLAIN
+    content_start: str = ""
+    content_end: str = ""
+    # How the reasoning markers were found: "reasoning_field", "content_blocks",
+    # "content_split", "thinking_toggle", "prompt_end", "adjacent_pair", or "".
+    reasoning_source: str = ""
+    # Where past reasoning is kept when re-rendered: "all", "last_turn", "tool_turns", "none".
+    reasoning_kept: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingSetting:
+    """One setting of the thinking controls and what the generation prompt does under it."""
+
+    name: str
+    kwargs: tuple[tuple[str, Any], ...] = ()
+    generation_prompt: str = ""
+    reasoning_mode: ReasoningMode = ReasoningMode.NONE
+
+    @property
+    def kwargs_dict(self) -> dict[str, Any]:
+        return dict(self.kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStructure:
+    """Phase 2: how the template writes tool calls (field names from seed 001)."""
+
+    supports_tools: bool = False
+    tool_section_start: str = ""
+    tool_section_end: str = ""
+    function_format: FunctionFormat = FunctionFormat.NONE
+    name_field: str = ""
+    args_field: str = ""
+    id_field: str = ""
+    function_prefix: str = ""
+    function_suffix: str = ""
+    function_close: str = ""
+    per_call_start: str = ""
+    function_namespace: str = ""
+    args_marker: str = ""
+    per_call_end: str = ""
+    id_marker: str = ""
+    code_block_marker: str = ""
+    code_block_language: str = ""
+    argument_format: ArgumentFormat = ArgumentFormat.NONE
+    arg_prefix: str = ""
+    arg_suffix: str = ""
+    arg_close: str = ""
+    arg_separator: str = ""
+    requires_nonnull_content: bool = False
+    reason: str = ""  # why tools are unsupported, when they are
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeFailure:
+    """A probe render that failed, and why (kept so reports can say which probe failed)."""
+
+    probe: str
+    error: str
+    kind: str = "error"  # "raised" (template refused), "limit", "error"
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateAnalysis:
+    """Everything the analysis found about one template."""
+
+    template: str
+    sha256: str = ""
+    engine: str = "jinja2"
+    caps: Caps = field(default_factory=Caps)
+    content_structure: ContentStructure = field(default_factory=ContentStructure)
+    tool_call_structure: ToolCallStructure = field(default_factory=ToolCallStructure)
+    generation_prompt: str = ""
+    generation_prompt_thinking: str = ""
+    assistant_start: str = ""
+    end_of_turn: str = ""
+    thinking_settings: tuple[ThinkingSetting, ...] = ()
+    probe_failures: tuple[ProbeFailure, ...] = ()
+    fallback_renders: tuple[str, ...] = ()  # probes rendered by a fallback engine/sandbox
+    notes: tuple[str, ...] = ()
+    tokens_are_stand_ins: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TemplateAnalysis":
+        return from_plain(cls, data)
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, **kwargs)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TemplateAnalysis":
+        return cls.from_dict(json.loads(text))
+
+    def setting(self, name: str) -> ThinkingSetting | None:
+        return next((s for s in self.thinking_settings if s.name == name), None)
+
+
+# --------------------------------------------------------------------------- (de)serialization
+
+def to_plain(obj: Any) -> Any:
+    """Dataclasses → dicts, enums → values, tuples → lists (recursively)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: to_plain(v) for k, v in obj.items()}
+    return obj
+
+
+@typing.no_type_check
+def _convert(tp: Any, value: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if tp is Any or value is None:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _convert(args[0], value) if len(args) == 1 else value
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(args[0], v) for v in value)
+        return tuple(_convert(a, v) for a, v in zip(args, value))
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(value)
+    if dataclasses.is_dataclass(tp):
+        return from_plain(tp, value)
+    return value
+
+
+def from_plain(cls: type[T], data: dict[str, Any]) -> T:
+    """Inverse of :func:`to_plain` for dataclass ``cls``; unknown keys are ignored."""
+    if not isinstance(data, dict):
+        raise TypeError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            kwargs[f.name] = _convert(hints[f.name], data[f.name])
+    return cls(**kwargs)

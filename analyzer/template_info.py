@@ -1,0 +1,82 @@
+"""Static facts read from a template's AST: the variables it reads, and what it compares them to.
+
+The analysis is differential (it renders), but knowing which variables a template reads
+tells it which settings are worth rendering: a template that reads ``reasoning_effort`` and
+compares it with ``"low"`` gets probed with ``reasoning_effort="low"``.
+
+Example::
+
+    >>> info = template_info("{% if enable_thinking %}<think>{% endif %}{{ mode == 'fast' }}")
+    >>> sorted(info.variables)
+    ['enable_thinking', 'mode']
+    >>> info.constants_for("mode")
+    ('fast',)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import jinja2.meta
+from jinja2 import nodes
+
+from .render import _ENVIRONMENTS, parse_template
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateInfo:
+    variables: frozenset[str]
+    compared: tuple[tuple[str, tuple[str, ...]], ...]  # variable -> string constants it meets
+    literals: tuple[str, ...]  # every string constant and text block in the source
+
+    def constants_for(self, name: str) -> tuple[str, ...]:
+        return next((vals for var, vals in self.compared if var == name), ())
+
+
+def _consts(node: nodes.Node) -> list[str]:
+    # Compiling folds constant lists into Const(list) in place, and the AST is shared with
+    # the compiled template (parsed once), so both forms occur.
+    if isinstance(node, nodes.Const):
+        values = node.value if isinstance(node.value, (list, tuple)) else [node.value]
+        return [v for v in values if isinstance(v, str)]
+    if isinstance(node, (nodes.List, nodes.Tuple)):
+        return [v for item in node.items for v in _consts(item)]
+    return []
+
+
+@lru_cache(maxsize=512)
+def template_info(source: str) -> TemplateInfo:
+    """Undeclared variables, compared constants and literal strings of ``source``."""
+    ast = parse_template(source)
+    variables = frozenset(jinja2.meta.find_undeclared_variables(ast)) - set(_ENVIRONMENTS["immutable"].globals)
+    compared: dict[str, list[str]] = {}
+
+    def note(var: str, values: list[str]) -> None:
+        bucket = compared.setdefault(var, [])
+        for v in values:
+            if v not in bucket:
+                bucket.append(v)
+
+    for cmp in ast.find_all(nodes.Compare):
+        operands = [cmp.expr] + [op.expr for op in cmp.ops]
+        names = [o.name for o in operands if isinstance(o, nodes.Name)]
+        values = [v for o in operands for v in _consts(o)]
+        for name in names:
+            note(name, values)
+    for flt in ast.find_all(nodes.Filter):  # x | default("high")
+        if flt.name in ("default", "d") and isinstance(flt.node, nodes.Name):
+            note(flt.node.name, [v for a in flt.args for v in _consts(a)])
+    for cond in ast.find_all(nodes.CondExpr):  # x if x is defined else "high"
+        if isinstance(cond.test, nodes.Test) and isinstance(cond.test.node, nodes.Name):
+            note(cond.test.node.name, _consts(cond.expr2) if cond.expr2 is not None else [])
+    literals: list[str] = []
+    for const in ast.find_all(nodes.Const):
+        if isinstance(const.value, str) and const.value:
+            literals.append(const.value)
+    for data in ast.find_all(nodes.TemplateData):
+        if data.data:
+            literals.append(data.data)
+    return TemplateInfo(variables=variables,
+                        compared=tuple((k, tuple(v)) for k, v in sorted(compared.items())),
+                        literals=tuple(literals))
