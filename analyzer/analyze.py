@@ -20,6 +20,7 @@ from .prober import Prober
 from .reasoning import detect_reasoning, settings_modes
 from .render import DEFAULT_LIMITS, RenderLimits, compile_error
 from .structures import ContentStructure, ReasoningMode, TemplateAnalysis, ThinkingSetting
+from .tools import analyze_tools
 from .turns import probe_turns
 
 THINKING_ON = ("enable_thinking=true",)
@@ -77,6 +78,7 @@ def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "ji
         thinking_full = prober.render(f"generation_prompt[{thinking.name}]", list(turns.base),
                                       add_generation_prompt=True, **dict(thinking.kwargs))
         content = detect_content(turns, reasoning, thinking_full)
+        tool_structure = analyze_tools(prober, caps, turns, reasoning, content.end_of_turn)
     except RenderError as e:  # a render that escaped the prober (should not happen)
         raise AnalysisError(str(e), template=loaded.name) from None
     header = _strip_reasoning_tail(turns.header, reasoning)
@@ -103,7 +105,7 @@ def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "ji
         generation_prompt=turns.default.prompt, generation_prompt_thinking=thinking.prompt,
         assistant_start=header, end_of_turn=content.end_of_turn, thinking_settings=settings,
         probe_failures=prober.recorded_failures(), fallback_renders=prober.recorded_fallbacks(),
-        notes=tuple(notes), tokens_are_stand_ins=loaded.tokens_are_stand_ins)
+        notes=tuple(notes), tool_call_structure=tool_structure, tokens_are_stand_ins=loaded.tokens_are_stand_ins)
 
 
 __all__ = ["analyze_template", "TemplateError", "AnalysisError"]

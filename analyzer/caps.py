@@ -21,6 +21,7 @@ from typing import Any
 
 from . import probes as P
 from .diff import common_prefix_len
+from .errors import TemplateRaised
 from .prober import Prober
 from .structures import Caps
 from .template_info import TemplateInfo, template_info
@@ -109,9 +110,23 @@ def thinking_controls(info: TemplateInfo) -> tuple[str, ...]:
     return tuple(found)
 
 
+def detect_requires_tools(prober: Prober) -> bool:
+    """True when the template fails without tools but renders with them (tool-only templates,
+    e.g. a ``tool_use`` variant shipped alone); probes then always pass the probe tools."""
+    plain = prober.try_render("requires_tools:none", [P.user()], add_generation_prompt=True)
+    if isinstance(plain, str) or isinstance(plain, TemplateRaised):
+        return False
+    with_tools = prober.try_render("requires_tools:tools", [P.user()], tools=_tools_for(P.FN_A),
+                                   add_generation_prompt=True)
+    return isinstance(with_tools, str)
+
+
 def probe_caps(prober: Prober) -> Caps:
     """Probe every capability of the template behind ``prober``."""
     prober.content_format = detect_content_format(prober)
+    requires_tools = detect_requires_tools(prober)
+    if requires_tools:
+        prober.default_tools = _tools_for(P.FN_A, P.FN_B)
     base = [P.user()]
 
     sys_out = prober.render("system_role", [P.system(), P.user()])
@@ -119,7 +134,8 @@ def probe_caps(prober: Prober) -> Caps:
 
     plain = prober.render("tools:base", base)
     with_tools = prober.render("tools", base, tools=_tools_for(P.FN_A))
-    supports_tools = with_tools is not None and P.FN_A in with_tools and (plain is None or P.FN_A not in plain)
+    supports_tools = with_tools is not None and P.FN_A in with_tools and (
+        requires_tools or plain is None or P.FN_A not in plain)
 
     forms, flags = detect_tool_forms(prober, base)
     supports_calls = forms is not None
@@ -170,6 +186,7 @@ def probe_caps(prober: Prober) -> Caps:
         requires_nonnull_content=requires_nonnull,
         supports_thinking_toggle=toggle,
         content_format=prober.content_format,
+        requires_tools=requires_tools,
         thinking_controls=controls,
     )
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .markers import CONTENT_WORDS, mirror_split, tokenize
+from .markers import CONTENT_WORDS, is_marker, mirror_split, tokenize
+from .probes import NEEDLES
 from .reasoning import Reasoning, adjacent_pairs
 from .structures import ContentMode
 from .turns import Turns
@@ -37,12 +38,23 @@ def _strip_empty_reasoning(before: str, r: Reasoning | None) -> str:
     return rest.lstrip() if not rest.strip() or rest != rest.lstrip() else rest
 
 
+MAX_WRAPPER_TOKENS = 8
+
+
+def plausible_wrapper(text: str) -> bool:
+    """A content opener is a few marker-shaped tokens (with perhaps a channel name), not prose
+    or conversation: guard and reward-model templates write whole instructions there."""
+    toks = [t for t in tokenize(text) if not t.isspace()]
+    return (0 < len(toks) <= MAX_WRAPPER_TOKENS and any(is_marker(t) for t in toks)
+            and not any(n in text for n in NEEDLES))
+
+
 def detect_content(turns: Turns, r: Reasoning | None, thinking_prompt_full: str | None) -> Content:
     before = _strip_empty_reasoning(turns.before_content, r)
     after = turns.after_content
-    start = before if before.strip() else ""
+    start = before if before.strip() and plausible_wrapper(before) else ""
     mode = ContentMode.ALWAYS_WRAPPED if start else ContentMode.PLAIN
-    if not start and r is not None and r.content_start.strip():
+    if not start and r is not None and r.content_start.strip() and plausible_wrapper(r.content_start):
         start, mode = r.content_start, ContentMode.WRAPPED_WITH_REASONING
     end = ""
     if start:

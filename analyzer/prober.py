@@ -44,6 +44,8 @@ class Prober:
         self.failures: dict[str, ProbeFailure] = {}
         self.fallback_used: dict[str, str] = {}
         self.content_format = "string"
+        # Tools passed when a probe passes none: set for templates that only render with tools.
+        self.default_tools: list[dict[str, Any]] | None = None
         self.renders = 0
 
     def _key(self, messages: Sequence[dict[str, Any]], tools: Any, agp: bool, kwargs: dict[str, Any]) -> str:
@@ -60,6 +62,8 @@ class Prober:
                    add_generation_prompt: bool = False, record: bool = True, **kwargs: Any
                    ) -> str | RenderError:
         msgs = as_parts(list(messages)) if self.content_format == "parts" else list(messages)
+        if tools is None:
+            tools = self.default_tools
         key = self._key(msgs, tools, add_generation_prompt, kwargs)
         if key not in self._cache:
             self._cache[key] = self._render(probe, msgs, tools, add_generation_prompt, kwargs)

@@ -28,8 +28,10 @@ ID_A = "Qx7Ab3Kp9"
 ID_B = "Zr4Mn8Wt2"
 ID_C = "Hv2Ls6Jc5"
 
+NEEDLES = (USER, USER2, SYSTEM, CONTENT, CONTENT2, REASONING, REASONING2, TOOL_RESULT)
+
 ARG_S = "city_key"
-ARG_T = "unit_key"
+ARG_T = "alpha_key"  # sorts before ARG_S: reveals templates that sort keys
 VAL_S = "Parisq7needle"
 VAL_T = "Romeq8needle"
 

@@ -31,7 +31,7 @@ from .markers import (REASONING_WORDS, closing_for, is_closing, is_opening, ment
 from .prober import Prober
 from .structures import Caps, ReasoningMode
 from .template_info import TemplateInfo
-from .turns import SettingRender, Turns
+from .turns import SettingRender, Turns, assistant_region
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,13 +131,15 @@ def _render_ctx(prober: Prober, caps: Caps, ctx: str, shape: str, fields: dict[s
     if out is None:
         return None
     plain = prober.render(f"context_prompt[{ctx}]", before, tools=tools) or ""
-    msg = out[common_prefix_len(plain, out):]
-    r = msg.find(P.REASONING)
-    if r < 0:
+    r_abs = out.find(P.REASONING, common_prefix_len(plain, out))
+    if r_abs < 0:
         return None
     full = prober.render(f"context_generation_prompt[{ctx}]", before, tools=tools, add_generation_prompt=True)
-    gen = full[common_prefix_len(plain, full):] if full is not None else ""
-    header_len = min(common_prefix_len(msg, gen, tokens=True), r)
+    gen = full[common_prefix_len(plain, full, tokens=True):] if full is not None else ""
+    m0, header_len = assistant_region(out, plain, gen, anchor=P.USER, limit=r_abs)
+    msg = out[m0:]
+    r = r_abs - m0
+    header_len = min(header_len, r)
     rest = msg[r + len(P.REASONING):]
     c = rest.find(P.CONTENT)
     between = rest[:c] if c >= 0 else _take_closer(rest)[0]
@@ -145,10 +147,11 @@ def _render_ctx(prober: Prober, caps: Caps, ctx: str, shape: str, fields: dict[s
         return None
     _, no_reasoning, _ = _conversation(ctx, {"content": P.CONTENT}, caps)
     ref = prober.render(f"reasoning[none@{ctx}]", no_reasoning, tools=tools) or ""
-    ref_msg = ref[common_prefix_len(plain, ref):]
-    ref_header = common_prefix_len(ref_msg, gen, tokens=True)
-    c0 = ref_msg.find(P.CONTENT, ref_header)
-    pre = ref_msg[ref_header:c0] if c0 >= 0 else ""
+    c0 = ref.find(P.CONTENT, common_prefix_len(plain, ref))
+    pre = ""
+    if c0 >= 0:
+        s0, h0 = assistant_region(ref, plain, gen, anchor=P.USER, limit=c0)
+        pre = ref[s0 + h0:c0]
     return _Seen(header=msg[:header_len], start=msg[header_len:r], between=between, pre=pre, has_content=c >= 0)
 
 

@@ -44,7 +44,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
 
 from .errors import RenderError, RenderLimitError, TemplateError, TemplateRaised
-from .load import LoadedTemplate
+from .load import SPECIAL_TOKEN_KEYS, LoadedTemplate
 
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
@@ -112,6 +112,35 @@ def prepare_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, An
             m = {"thinking": reasoning, **m, "reasoning_content": reasoning}
         out.append(m)
     return out
+
+
+def template_special_tokens(special_tokens: Mapping[str, Any]) -> dict[str, str]:
+    """The special tokens transformers 5 passes to a template: ``tokenizer.special_tokens_map``.
+
+    That map holds only the named tokens (bos/eos/unk/sep/pad/cls/mask) that are set, each as
+    ``str``; ``additional_special_tokens`` (``extra_special_tokens`` in v5) is *not* passed,
+    so a template reading it sees an undefined value. The loader keeps the extra tokens for
+    other uses; they are filtered here.
+    """
+    return {k: str(v) for k, v in special_tokens.items() if k in SPECIAL_TOKEN_KEYS and v is not None}
+
+
+def _render_context(template: LoadedTemplate, messages: Sequence[Mapping[str, Any]],
+                    tools: Sequence[Any] | None, documents: Sequence[Any] | None,
+                    add_generation_prompt: bool, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The variables a template sees, built as ``apply_chat_template`` builds them.
+
+    Special tokens first, then the caller's kwargs (which override them), then the fixed
+    names; every input is rebuilt from plain data.
+    """
+    return {
+        **template_special_tokens(template.special_tokens),
+        **plain_data(dict(kwargs)),
+        "messages": prepare_messages(messages),
+        "tools": plain_data(list(tools)) if tools is not None else None,
+        "documents": plain_data(list(documents)) if documents is not None else None,
+        "add_generation_prompt": add_generation_prompt,
+    }
 
 
 def hf_tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None,
@@ -367,14 +396,7 @@ class Jinja2Renderer:
                documents: Sequence[Any] | None = None, add_generation_prompt: bool = False,
                **kwargs: Any) -> str:
         compiled = self._compiled(tools is not None)
-        context = {
-            **self.template.special_tokens,
-            **plain_data(kwargs),
-            "messages": prepare_messages(messages),
-            "tools": plain_data(list(tools)) if tools is not None else None,
-            "documents": plain_data(list(documents)) if documents is not None else None,
-            "add_generation_prompt": add_generation_prompt,
-        }
+        context = _render_context(self.template, messages, tools, documents, add_generation_prompt, kwargs)
         now = self._now
         context.setdefault("strftime_now", lambda fmt: now().strftime(fmt))
         return self._run(compiled, context)
@@ -472,14 +494,7 @@ class MiniJinjaRenderer:
         import minijinja
         env = self._env(self.template.source_for(tools=tools is not None))
         now = self._now
-        context = {
-            **self.template.special_tokens,
-            **plain_data(kwargs),
-            "messages": prepare_messages(messages),
-            "tools": plain_data(list(tools)) if tools is not None else None,
-            "documents": plain_data(list(documents)) if documents is not None else None,
-            "add_generation_prompt": add_generation_prompt,
-        }
+        context = _render_context(self.template, messages, tools, documents, add_generation_prompt, kwargs)
         context.setdefault("strftime_now", lambda fmt: now().strftime(fmt))
         name = self.template.name
         token = _WATCHDOG.arm(self.limits.timeout_s)

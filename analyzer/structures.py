@@ -78,6 +78,9 @@ class Caps:
     # "string" (content as text) or "parts" (content as [{"type": "text", "text": ...}]),
     # as vLLM's chat_template_content_format.
     content_format: str = "string"
+    # Extension: the template fails unless tools are passed (a tool-only variant); every probe
+    # then passes the probe tools.
+    requires_tools: bool = False
     # The message key the template reads reasoning from ("" when it reads none).
     reasoning_field: str = ""
     # Template variables that switch thinking on/off (enable_thinking, thinking, ...).
@@ -116,6 +119,56 @@ class ThinkingSetting:
 
 
 @dataclass(frozen=True, slots=True)
+class ValueFormat:
+    """How a JSON value is written: standard JSON, Python ``repr``/``str``, or a JSON-like
+    dialect (other string delimiters, unquoted keys, ...), learned from renders.
+
+    ``raw_strings``: a string at the top level is written as is (tagged arguments such as
+    ``<parameter=k>Paris</parameter>``); nested strings still use the delimiters.
+    ``escape``: how string bodies are escaped: "json", "python" (``repr``, quotes chosen
+    per string), or "none".
+    """
+
+    kind: str = "json"  # "json" | "python_repr" | "python_str" | "dialect" | "units"
+    raw_strings: bool = False
+    sort_keys: bool = False  # objects written with keys sorted (tojson(sort_keys=True), dictsort)
+    # "units": objects are written as argument units (the tagged unit, recursively) and arrays
+    # as units keyed ``item_key``; strings raw, booleans as JSON.
+    item_key: str = ""
+    # Strings that contain one of these characters are wrapped in an XML CDATA section.
+    cdata_chars: str = ""
+    ensure_ascii: bool = False
+    str_open: str = '"'
+    str_close: str = '"'
+    escape: str = "json"
+    key_open: str = '"'
+    key_close: str = '"'
+    kv_sep: str = ": "
+    item_sep: str = ", "
+    obj_open: str = "{"
+    obj_close: str = "}"
+    arr_open: str = "["
+    arr_close: str = "]"
+    true: str = "true"
+    false: str = "false"
+    null: str = "null"
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One piece of a tool call as the template writes it.
+
+    kinds: "lit" (``text``), "name", "id", "index" (``text`` holds the base, "0" or "1"),
+    "args" (the whole arguments value), "key", "value" (tagged arguments), and "typed" (a
+    literal chosen by the JSON type of the argument's value: ``by_type``).
+    """
+
+    kind: str
+    text: str = ""
+    by_type: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallStructure:
     """Phase 2: how the template writes tool calls (field names from seed 001)."""
 
@@ -143,6 +196,25 @@ class ToolCallStructure:
     arg_separator: str = ""
     requires_nonnull_content: bool = False
     reason: str = ""  # why tools are unsupported, when they are
+    # --- extensions: the exact skeleton the formatter and parser generator use -----------
+    # A call is ``call_parts`` in order; calls are joined by ``call_separator`` and wrapped in
+    # tool_section_start/end. Tagged arguments repeat ``arg_parts`` joined by arg_separator.
+    call_parts: tuple[Part, ...] = ()
+    call_separator: str = ""
+    args_mode: str = ""  # "whole" (one serialized value) | "tagged" (one unit per argument)
+    args_format: ValueFormat = field(default_factory=ValueFormat)
+    arg_parts: tuple[Part, ...] = ()
+    value_formats: tuple[tuple[str, ValueFormat], ...] = ()  # JSON type -> format (tagged)
+    args_empty: str = ""  # text written for zero arguments, when the template writes one
+    skip_null_args: bool = False  # arguments whose value is null are not written
+    supports_parallel: bool = False
+    content_separator: str = ""   # between content and the tool section (content + calls)
+    calls_after_content: bool = False
+    reasoning_on_tool_turns: bool = False
+    source: str = ""  # "rendered" (assistant tool calls render) | "instructions" | ""
+    value_schema_typed: bool = False  # typed literals follow the tool schema, not the value
+    verified: tuple[str, ...] = ()    # probes the formatter reproduced byte for byte
+    unverified: tuple[tuple[str, str], ...] = ()  # probe -> why the formatter differs
 
 
 @dataclass(frozen=True, slots=True)

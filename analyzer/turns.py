@@ -50,6 +50,24 @@ class Turns:
         return next((s for s in self.settings if s.name == name), None)
 
 
+def assistant_region(rendered: str, nogen: str, gen_prompt: str, *, anchor: str, limit: int) -> tuple[int, int]:
+    """Where the assistant turn starts in ``rendered``, and how much of it the generation
+    prompt also writes: ``(start, header_len)``.
+
+    The turn is found by the generation prompt's text (its longest prefix that occurs first
+    after the last ``anchor`` needle and before ``limit``), not by the common prefix with the bare prompt:
+    some templates rewrite the last user turn when it is no longer last.
+    """
+    after = rendered.rfind(anchor, 0, limit)
+    after = after + len(anchor) if after >= 0 else 0
+    for k in range(len(gen_prompt), 0, -1):
+        i = rendered.find(gen_prompt[:k], after, limit)
+        if i >= 0 and (k == len(gen_prompt) or k >= 4 or k == len(gen_prompt.strip())):
+            return i, common_prefix_len(rendered[i:limit], gen_prompt, tokens=True)
+    start = max(common_prefix_len(nogen, rendered), after)
+    return min(start, limit), 0
+
+
 def setting_candidates(prober: Prober, caps: Caps) -> list[tuple[str, dict[str, Any]]]:
     """(name, kwargs) for every thinking setting worth rendering."""
     out: list[tuple[str, dict[str, Any]]] = [("default", {}), ("enable_thinking=true", {"enable_thinking": True}),
@@ -73,22 +91,24 @@ def probe_turns(prober: Prober, caps: Caps) -> Turns:
         plain = prober.render(f"prompt[{name}]", base, **kwargs)
         if full is None or plain is None:
             if name == "default":
-                raise AnalysisError("the template renders no prompt for a single user message",
-                                    template=prober.template.name, probe=f"generation_prompt[{name}]")
+                probe = f"generation_prompt[{name}]" if full is None else f"prompt[{name}]"
+                why = prober.failures.get(probe)
+                raise AnalysisError("the template renders no prompt for a single user message"
+                                    + (f" ({why.kind}: {why.error})" if why else ""),
+                                    template=prober.template.name, probe=probe)
             continue
-        settings.append(SettingRender(name, tuple(kwargs.items()), full[common_prefix_len(plain, full):]))
+        settings.append(SettingRender(name, tuple(kwargs.items()), full[common_prefix_len(plain, full, tokens=True):]))
     nogen = prober.render("prompt[default]", base) or ""
     rendered = prober.render("assistant_content", base + [P.assistant(P.CONTENT)])
     if rendered is None or P.CONTENT not in rendered[common_prefix_len(nogen, rendered):]:
-        raise AnalysisError("the template does not render an assistant message's content",
+        why = prober.failures.get("assistant_content")
+        detail = f" ({why.kind}: {why.error})" if why else " (the content needle never appears in the output)"
+        raise AnalysisError("the template does not render an assistant message's content" + detail,
                             template=prober.template.name, probe="assistant_content")
-    start = common_prefix_len(nogen, rendered)
+    c_abs = rendered.rfind(P.CONTENT)
+    start, header_len = assistant_region(rendered, nogen, settings[0].prompt, anchor=P.USER, limit=c_abs)
     message = rendered[start:]
-    header_len = common_prefix_len(message, settings[0].prompt, tokens=True)
-    c = message.find(P.CONTENT, header_len)
-    if c < 0:  # the content sits inside what the prompt shares (cannot happen for real text)
-        header_len = 0
-        c = message.find(P.CONTENT)
+    c = c_abs - start
     return Turns(base=tuple(base), settings=tuple(settings), content_render=rendered, message_start=start,
                  header=message[:header_len], before_content=message[header_len:c],
                  after_content=message[c + len(P.CONTENT):])

@@ -1,0 +1,180 @@
+"""Rendering parity and speed over the template corpus: our jinja2 and minijinja vs transformers.
+
+Run by hand (needs the test extras: transformers, tokenizers; no torch)::
+
+    python benchmarks/render_parity.py [--corpus DIR] [--repeat N] [--limit N]
+
+For every template in ``MANIFEST.tsv`` and every conversation of
+``tests/test_render_parity.py`` (shared, so this report and the test check the same
+inputs) it renders with transformers' ``apply_chat_template(..., tokenize=False)``, our
+jinja2 engine and our minijinja engine, and prints a Markdown summary:
+
+* templates where jinja2 (ours) agrees with transformers on every conversation, and the
+  (template, conversation) pairs where both raise, by exception pairing;
+* templates where minijinja agrees with transformers on every conversation (both raising
+  counts as agreeing), and minijinja's differences grouped by their first differing snippet;
+* compile and render time medians for both engines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+ENGINES = ("jinja2", "minijinja")
+
+
+def _load_parity_module() -> ModuleType:
+    """The parity test module, imported by path (tests/ is not a package)."""
+    path = ROOT / "tests" / "test_render_parity.py"
+    spec = importlib.util.spec_from_file_location("render_parity_cases", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while building classes
+    spec.loader.exec_module(module)
+    return module
+
+
+P = _load_parity_module()
+
+
+@dataclass
+class EngineStats:
+    """What one engine did over the corpus."""
+
+    identical_templates: list[str] = field(default_factory=list)
+    differing_templates: list[str] = field(default_factory=list)
+    both_raise: Counter = field(default_factory=Counter)  # (hf detail type, our detail type) -> pairs
+    causes: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    compile_s: list[float] = field(default_factory=list)
+    render_s: list[float] = field(default_factory=list)
+    seen_sources: set[str] = field(default_factory=set)
+
+
+def _error_type(o: Any) -> str:
+    return o.detail.split(":", 1)[0]
+
+
+def cause_key(hf: Any, ours: Any) -> tuple[str, str]:
+    """Group key for a disagreement: the first differing snippet, or the pair of failures."""
+    if hf.ok and ours.ok:
+        i, _, _ = P.first_difference(hf.text, ours.text)
+        return f"HF {hf.text[i:i + 24]!r}", f"{ours.text[i:i + 24]!r}"
+    left = f"HF ok" if hf.ok else f"HF {hf.kind} ({_error_type(hf)})"
+    right = "ok" if ours.ok else f"{ours.kind}: {ours.detail[:90]}"
+    return left, right
+
+
+def _timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, time.perf_counter() - t0
+
+
+def _compile_time(renderer: Any, stats: EngineStats) -> None:
+    """Cold compile time; repeated sources hit the engine's cache, so they are not timed."""
+    sources = set(renderer.template.variants.values())
+    if sources <= stats.seen_sources:
+        return
+    stats.seen_sources |= sources
+    try:
+        _, dt = _timed(renderer.compile)
+    except Exception:  # noqa: BLE001 - syntax errors are part of the comparison, not of timing
+        return
+    stats.compile_s.append(dt)
+
+
+def _render_time(renderer: Any, conv: Any, repeat: int) -> float:
+    """Best of ``repeat`` warm renders (the minimum is the least noisy on a shared machine)."""
+    best = float("inf")
+    for _ in range(repeat):
+        _, dt = _timed(P.render_ours, renderer, conv)
+        best = min(best, dt)
+    return best
+
+
+def run_template(corpus: Path, rel: str, stats: dict[str, EngineStats], repeat: int) -> None:
+    """Compare one template on every conversation, for both engines."""
+    template = P.load_template(corpus / rel)
+    tokenizer = P.hf_tokenizer(template)
+    with P.pinned_hf_clock():
+        hf_outcomes = [P.render_hf(tokenizer, conv) for conv in P.CONVERSATIONS]
+    for engine in ENGINES:
+        st = stats[engine]
+        renderer = P.our_renderer(template, engine)
+        _compile_time(renderer, st)
+        agreed = True
+        for conv, hf in zip(P.CONVERSATIONS, hf_outcomes):
+            ours = P.render_ours(renderer, conv)
+            if ours.ok:
+                st.render_s.append(_render_time(renderer, conv, repeat))
+            if not P.agree(hf, ours):
+                agreed = False
+                st.causes[cause_key(hf, ours)].append(f"{rel} [{conv.name}]")
+            elif not hf.ok:
+                st.both_raise[(_error_type(hf), _error_type(ours))] += 1
+        (st.identical_templates if agreed else st.differing_templates).append(rel)
+
+
+def _ms(values: list[float]) -> str:
+    return f"{statistics.median(values) * 1e3:.3f} ms" if values else "n/a"
+
+
+def report(stats: dict[str, EngineStats], total: int, elapsed: float) -> str:
+    """The Markdown summary."""
+    n_conv = len(P.CONVERSATIONS)
+    lines = [f"# Render parity vs transformers ({total} templates x {n_conv} conversations)", "",
+             "| engine | templates identical to transformers | pairs both raise | compile median "
+             "| render median |", "|---|---|---|---|---|"]
+    for engine in ENGINES:
+        st = stats[engine]
+        lines.append(f"| {engine} (ours) | {len(st.identical_templates)}/{total} | "
+                     f"{sum(st.both_raise.values())} | {_ms(st.compile_s)} | {_ms(st.render_s)} |")
+    lines += ["", f"Wall time {elapsed:.1f} s. Compile: cold, once per distinct source; render: best of "
+              "repeats per (template, conversation), successful renders only.", ""]
+    for engine in ENGINES:
+        st = stats[engine]
+        lines += [f"## {engine}: pairs where both raise (transformers exception -> ours)", ""]
+        lines += [f"- {hf} -> {ours}: {n}" for (hf, ours), n in st.both_raise.most_common()] or ["- none"]
+        lines += ["", f"## {engine}: differences from transformers, grouped by cause "
+                  f"({len(st.differing_templates)} templates)", ""]
+        if not st.causes:
+            lines.append("- none")
+        for (left, right), where in sorted(st.causes.items(), key=lambda kv: -len(kv[1])):
+            shown = ", ".join(where[:4]) + (f", ... (+{len(where) - 4})" if len(where) > 4 else "")
+            lines.append(f"- **{left} vs {right}** — {len(where)} pairs: {shown}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", type=Path, default=None, help="corpus dir (default: $AUTOPARSER_CORPUS or "
+                    "../shared/corpus)")
+    ap.add_argument("--repeat", type=int, default=5, help="timed renders per (template, conversation)")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N templates")
+    args = ap.parse_args(argv)
+    corpus = args.corpus or P.corpus_dir()
+    if not (corpus / "MANIFEST.tsv").is_file():
+        print(f"no MANIFEST.tsv in {corpus}; pass --corpus DIR or set AUTOPARSER_CORPUS", file=sys.stderr)
+        return 2
+    templates = P.corpus_templates(corpus)[: args.limit]
+    stats = {engine: EngineStats() for engine in ENGINES}
+    t0 = time.perf_counter()
+    for rel in templates:
+        run_template(corpus, rel, stats, args.repeat)
+    print(report(stats, len(templates), time.perf_counter() - t0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

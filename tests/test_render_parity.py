@@ -1,0 +1,353 @@
+"""Rendering parity: our jinja2 engine against transformers' own ``apply_chat_template``.
+
+For every template of the corpus and every conversation in :data:`CONVERSATIONS`, our
+``jinja2`` renderer must produce exactly the string transformers 5.x produces with
+``apply_chat_template(..., tokenize=False)``, or both must refuse the input in the same way
+(syntax error vs syntax error, ``raise_exception`` with the same message, other run-time
+error vs other run-time error).
+
+transformers is a test-only dependency; no torch is needed: the tokenizer is built offline
+from a three-word ``WordLevel`` vocabulary, with the same special tokens our loader supplies.
+
+The helpers here (conversations, both render paths, the outcome comparison) are also used
+by ``benchmarks/render_parity.py``, which reports the same comparison for minijinja.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analyzer import load_template, make_renderer
+from analyzer.errors import RenderError, RenderLimitError, TemplateError, TemplateRaised
+from analyzer.load import LoadedTemplate
+
+# Pinned on both sides: several templates print today's date (Llama 3.x, Granite, ...).
+FIXED_NOW = datetime(2025, 3, 14, 9, 26, 53)
+
+# The repository sits next to ``shared/``; README: $AUTOPARSER_CORPUS, else ../shared/corpus.
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+MISSING = "<corpus-missing>"
+
+
+# --------------------------------------------------------------------------- corpus
+
+def corpus_dir() -> Path:
+    """The corpus directory: ``$AUTOPARSER_CORPUS`` if set, else ``../shared/corpus``."""
+    env = os.environ.get("AUTOPARSER_CORPUS")
+    return Path(env) if env else DEFAULT_CORPUS
+
+
+def corpus_templates(corpus: Path) -> list[str]:
+    """Relative template paths listed in ``MANIFEST.tsv`` (first column, header skipped)."""
+    with (corpus / "MANIFEST.tsv").open(encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t"))
+    return [row[0] for row in rows[1:] if row and row[0].strip()]
+
+
+def _collected_ids() -> list[str]:
+    # Collection must not error out on a missing corpus: one sentinel case fails instead,
+    # with a message that says where the corpus was looked for.
+    corpus = corpus_dir()
+    if not (corpus / "MANIFEST.tsv").is_file():
+        return [MISSING]
+    return corpus_templates(corpus)
+
+
+# --------------------------------------------------------------------------- conversations
+
+def _tool(name: str, props: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "function", "function": {
+        "name": name, "description": f"Look up the {name.split('_')[-1]}.",
+        "parameters": {"type": "object", "properties": props, "required": required}}}
+
+
+TOOLS = [
+    _tool("get_weather", {"location": {"type": "string", "description": "City name"},
+                          "unit": {"type": "string", "description": "Temperature unit",
+                                   "enum": ["celsius", "fahrenheit"]}}, ["location"]),
+    _tool("get_time", {"timezone": {"type": "string", "description": "IANA zone"}}, ["timezone"]),
+]
+
+
+def _call(call_id: str, name: str, args: dict[str, Any] | str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One render input: messages plus everything else ``apply_chat_template`` takes."""
+
+    name: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    documents: list[dict[str, Any]] | None = None
+    add_generation_prompt: bool = False
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+CONVERSATIONS: tuple[Conversation, ...] = (
+    # The input nearly every template accepts (strict alternation, no system role, ...).
+    Conversation("single_user", [{"role": "user", "content": "Hi!"}], add_generation_prompt=True),
+    Conversation("multi_turn", [
+        {"role": "user", "content": "Hello there."},
+        {"role": "assistant", "content": "Hi! How can I help?"},
+        {"role": "user", "content": "Tell me a joke about <tags> & \"quotes\"."},
+        {"role": "assistant", "content": "Why did the parser cross the road?"},
+    ]),
+    Conversation("system_generation_prompt", [
+        {"role": "system", "content": "You are a terse assistant."},
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "4"},
+        {"role": "user", "content": "And 3+3?"},
+    ], add_generation_prompt=True),
+    # Object arguments and a None content on the tool-call message (dropped by both sides).
+    Conversation("tool_call", [
+        {"role": "system", "content": "You can call tools."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [_call("call0001a", "get_weather", {"location": "Paris", "unit": "celsius"})]},
+        {"role": "tool", "tool_call_id": "call0001a", "name": "get_weather",
+         "content": "{\"temperature\": 21}"},
+        {"role": "assistant", "content": "It is 21 °C in Paris."},
+        {"role": "user", "content": "Thanks!"},
+    ], tools=TOOLS, add_generation_prompt=True),
+    Conversation("parallel_tool_calls", [
+        {"role": "user", "content": "Weather and time in Tokyo?"},
+        {"role": "assistant", "content": "Checking both.", "tool_calls": [
+            _call("call0002a", "get_weather", {"location": "Tokyo"}),
+            _call("call0002b", "get_time", {"timezone": "Asia/Tokyo"})]},
+        {"role": "tool", "tool_call_id": "call0002a", "name": "get_weather", "content": "rainy"},
+        {"role": "tool", "tool_call_id": "call0002b", "name": "get_time", "content": "18:05"},
+        {"role": "assistant", "content": "Rainy, and it is 18:05."},
+    ], tools=TOOLS),
+    Conversation("reasoning_thinking_on", [
+        {"role": "user", "content": "Is 17 prime?"},
+        {"role": "assistant", "reasoning_content": "Check divisors up to 4.", "content": "Yes."},
+        {"role": "user", "content": "And 21?"},
+    ], add_generation_prompt=True, kwargs={"enable_thinking": True}),
+    Conversation("generation_prompt_thinking_off", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Name a colour."},
+    ], add_generation_prompt=True, kwargs={"enable_thinking": False}),
+    Conversation("content_parts", [
+        {"role": "system", "content": [{"type": "text", "text": "Answer in French."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Say hello."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Bonjour."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Again, "}, {"type": "text", "text": "louder."}]},
+    ], add_generation_prompt=True),
+    # String (JSON text) arguments, reasoning on a tool-call turn, no tools passed.
+    Conversation("string_arguments_reasoning", [
+        {"role": "user", "content": "What time is it in Lima?"},
+        {"role": "assistant", "content": "", "reasoning_content": "Use get_time.",
+         "tool_calls": [_call("call0003a", "get_time", "{\"timezone\": \"America/Lima\"}")]},
+        {"role": "tool", "tool_call_id": "call0003a", "content": "07:30"},
+        {"role": "assistant", "content": "It is 07:30 in Lima."},
+    ]),
+    Conversation("documents", [{"role": "user", "content": "Summarise the notes."}], documents=[
+        {"title": "Note A", "text": "The launch moved to May."},
+        {"title": "Note B", "text": "Budget approved."},
+    ], add_generation_prompt=True),
+)
+
+
+# --------------------------------------------------------------------------- outcomes
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one render produced: the text, or the kind of failure.
+
+    ``kind`` is ``"ok"``, ``"syntax"`` (the template does not compile), ``"raised"`` (the
+    template called ``raise_exception``), ``"limit"`` (one of our limits; transformers has
+    none) or ``"error"`` (any other run-time failure). ``detail`` is the exception type
+    and message, for the report.
+    """
+
+    kind: str
+    text: str = ""
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+
+def agree(a: Outcome, b: Outcome) -> bool:
+    """Same text, or the same kind of failure (``raise_exception`` also with the same message)."""
+    if a.kind != b.kind:
+        return False
+    if a.kind == "ok":
+        return a.text == b.text
+    if a.kind == "raised":
+        return a.text == b.text  # the raise_exception message
+    return True
+
+
+def first_difference(a: str, b: str, context: int = 30) -> tuple[int, str, str]:
+    """Index of the first differing character and a snippet of each string around it."""
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    lo = max(0, i - context)
+    return i, a[lo:i + context], b[lo:i + context]
+
+
+def describe(a: Outcome, b: Outcome, names: tuple[str, str] = ("transformers", "ours")) -> str:
+    """A one-paragraph account of a disagreement."""
+    if a.ok and b.ok:
+        i, sa, sb = first_difference(a.text, b.text)
+        return f"outputs differ at char {i}: {names[0]}={sa!r} {names[1]}={sb!r}"
+    show = [f"{o.kind}: {o.detail}" if not o.ok else f"ok ({len(o.text)} chars)" for o in (a, b)]
+    return f"{names[0]} -> {show[0]}; {names[1]} -> {show[1]}"
+
+
+# --------------------------------------------------------------------------- transformers side
+
+class _FixedDatetime(datetime):
+    """``datetime`` whose ``now()`` is :data:`FIXED_NOW`."""
+
+    @classmethod
+    def now(cls, tz: Any = None) -> datetime:  # noqa: ARG003 - signature of datetime.now
+        return FIXED_NOW
+
+
+@contextmanager
+def pinned_hf_clock() -> Iterator[None]:
+    """Pin transformers' ``strftime_now``.
+
+    transformers defines ``strftime_now`` as ``datetime.now().strftime(fmt)`` inside
+    ``_cached_compile_jinja_template``; ``datetime`` there is a module global of
+    ``transformers.utils.chat_template_utils`` (``from datetime import datetime``), looked
+    up at call time, so replacing that global pins every compiled template.
+    """
+    from transformers.utils import chat_template_utils as ctu
+    saved = ctu.datetime
+    ctu.datetime = _FixedDatetime
+    try:
+        yield
+    finally:
+        ctu.datetime = saved
+
+
+@lru_cache(maxsize=8)
+def _hf_tokenizer_for(tokens: tuple[tuple[str, str], ...]) -> Any:
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+    vocab = {text: i for i, text in enumerate(dict.fromkeys(t for _, t in tokens))}
+    unk = dict(tokens).get("unk_token")
+    backend = Tokenizer(models.WordLevel(vocab or {"<s>": 0}, unk_token=unk))
+    return PreTrainedTokenizerFast(tokenizer_object=backend, **dict(tokens))
+
+
+def hf_tokenizer(template: LoadedTemplate) -> Any:
+    """An offline fast tokenizer whose ``special_tokens_map`` is exactly our template's tokens.
+
+    transformers 5 passes ``special_tokens_map`` (bos/eos/unk/sep/pad/cls/mask that are set,
+    never ``additional_special_tokens``) into the template, so the HF side gets the same
+    named tokens our loader supplies, and no others.
+    """
+    tokens = tuple(sorted((k, str(v)) for k, v in template.special_tokens.items() if isinstance(v, str)))
+    tok = _hf_tokenizer_for(tokens)
+    tok.chat_template = (dict(template.variants) if len(template.variants) > 1
+                         else next(iter(template.variants.values())))
+    return tok
+
+
+def _hf_kind(exc: BaseException) -> str:
+    import jinja2
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        return "syntax"
+    # transformers' raise_exception raises the base class itself; jinja's own errors are subclasses.
+    if type(exc) is jinja2.TemplateError:
+        return "raised"
+    return "error"
+
+
+def render_hf(tokenizer: Any, conv: Conversation) -> Outcome:
+    """transformers' ``apply_chat_template(..., tokenize=False)``; call inside :func:`pinned_hf_clock`."""
+    try:
+        text = tokenizer.apply_chat_template(
+            copy.deepcopy(conv.messages), tools=copy.deepcopy(conv.tools),
+            documents=copy.deepcopy(conv.documents), tokenize=False,
+            add_generation_prompt=conv.add_generation_prompt, **copy.deepcopy(conv.kwargs))
+    except Exception as e:  # noqa: BLE001 - any failure is an outcome to compare
+        kind = _hf_kind(e)
+        message = e.message if kind == "raised" and isinstance(getattr(e, "message", None), str) else str(e)
+        return Outcome(kind, text=message if kind == "raised" else "", detail=f"{type(e).__name__}: {e}")
+    return Outcome("ok", text=text)
+
+
+# --------------------------------------------------------------------------- our side
+
+def our_renderer(template: LoadedTemplate, engine: str = "jinja2") -> Any:
+    """Our renderer for ``template`` with the clock pinned to :data:`FIXED_NOW`."""
+    return make_renderer(template, engine, now=lambda: FIXED_NOW)
+
+
+def render_ours(renderer: Any, conv: Conversation) -> Outcome:
+    """Our renderer's outcome for ``conv`` (same inputs as :func:`render_hf`)."""
+    try:
+        text = renderer.render(copy.deepcopy(conv.messages), tools=copy.deepcopy(conv.tools),
+                               documents=copy.deepcopy(conv.documents),
+                               add_generation_prompt=conv.add_generation_prompt, **copy.deepcopy(conv.kwargs))
+    except TemplateError as e:
+        return Outcome("syntax", detail=f"TemplateError: {e.reason}")
+    except TemplateRaised as e:
+        return Outcome("raised", text=e.reason, detail=f"TemplateRaised: {e.reason}")
+    except RenderLimitError as e:
+        return Outcome("limit", detail=f"RenderLimitError: {e.reason}")
+    except RenderError as e:
+        return Outcome("error", detail=f"RenderError: {e.reason}")
+    return Outcome("ok", text=text)
+
+
+def compare_template(corpus: Path, rel: str, engine: str = "jinja2"
+                     ) -> list[tuple[Conversation, Outcome, Outcome]]:
+    """(conversation, transformers outcome, our outcome) for every conversation of one template."""
+    template = load_template(corpus / rel)
+    tokenizer = hf_tokenizer(template)
+    renderer = our_renderer(template, engine)
+    out = []
+    with pinned_hf_clock():
+        for conv in CONVERSATIONS:
+            out.append((conv, render_hf(tokenizer, conv), render_ours(renderer, conv)))
+    return out
+
+
+# --------------------------------------------------------------------------- tests
+
+def test_special_tokens_match_transformers() -> None:
+    """The HF side sees exactly the named tokens our loader supplies for a bare .jinja."""
+    from analyzer.load import from_string
+    template = from_string("{{ bos_token }}")
+    assert hf_tokenizer(template).special_tokens_map == dict(template.special_tokens)
+
+
+def test_clock_is_pinned_on_both_sides() -> None:
+    from analyzer.load import from_string
+    template = from_string("{{ strftime_now('%Y-%m-%d %H:%M:%S') }}")
+    conv = Conversation("x", [{"role": "user", "content": "hi"}])
+    with pinned_hf_clock():
+        hf = render_hf(hf_tokenizer(template), conv)
+    assert hf == render_ours(our_renderer(template), conv) == Outcome("ok", text="2025-03-14 09:26:53")
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("rel", _collected_ids())
+def test_jinja2_matches_transformers(rel: str) -> None:
+    """Every conversation renders identically, or both sides refuse it the same way."""
+    corpus = corpus_dir()
+    if rel == MISSING:
+        pytest.fail(f"template corpus not found: no MANIFEST.tsv in {corpus}. Set AUTOPARSER_CORPUS to the "
+                    f"corpus directory (or place it at {DEFAULT_CORPUS}); this test must not be skipped.")
+    results = compare_template(corpus, rel)
+    failures = [f"[{conv.name}] {describe(hf, ours)}" for conv, hf, ours in results if not agree(hf, ours)]
+    assert not failures, f"{rel}: jinja2 differs from transformers:\n" + "\n".join(failures)
