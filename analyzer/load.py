@@ -281,6 +281,11 @@ def _load_gguf(p: Path, display: str) -> LoadedTemplate:
                 variants[key[len(prefix):]] = value
     if not variants:
         raise TemplateError("GGUF file has no tokenizer.chat_template", template=display)
+    for vname, src in variants.items():  # the file is weights; the limit is on each template
+        size = len(src.encode("utf-8"))
+        if size > MAX_TEMPLATE_BYTES:
+            raise TemplateError(f"chat template {vname!r} is {size} bytes; templates over "
+                                f"{MAX_TEMPLATE_BYTES} bytes are refused", template=display)
     tokens: dict[str, Any] = {}
     vocab = fields.get("tokenizer.ggml.tokens")
     if vocab is not None:

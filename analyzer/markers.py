@@ -25,7 +25,7 @@ MARKER_PATTERNS: tuple[str, ...] = (
     r"<｜[^<>｜\n]{0,80}｜>",          # <｜Assistant｜> (full-width bars)
     r"<\|[^<>|\s]{1,80}>",            # <|turn>   (half-open start)
     r"<[^<>|\s/]{1,80}\|>",           # <turn|>   (half-open end)
-    r"</?[A-Za-z_][^<>\n]{0,200}?/?>",  # <think>, </think>, <seed:think>, <invoke name="x">, <function=f>
+    r"</?[A-Za-z_｜][^<>\n]{0,200}?/?>",  # <think>, </think>, <seed:think>, <invoke name="x">, <｜DSML｜invoke>
     r"\[/?[A-Za-z_][A-Za-z0-9_]{0,40}\]",  # [INST], [/INST], [TOOL_CALLS], [THINK]
 )
 _MARKER_RE = re.compile("|".join(f"(?:{p})" for p in MARKER_PATTERNS))

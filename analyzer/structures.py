@@ -137,6 +137,8 @@ class ValueFormat:
     item_key: str = ""
     # Strings that contain one of these characters are wrapped in an XML CDATA section.
     cdata_chars: str = ""
+    # escape="table": each listed character is replaced by its text (learned from renders).
+    escapes: tuple[tuple[str, str], ...] = ()
     ensure_ascii: bool = False
     str_open: str = '"'
     str_close: str = '"'

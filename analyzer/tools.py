@@ -27,7 +27,7 @@ from typing import Any
 
 from . import probes as P
 from .caps import ToolProbeForms, tool_call_messages, tool_forms
-from .diff import common_prefix_len, diff
+from .diff import common_prefix_len, common_suffix_len, diff
 from .formatter import format_arguments, format_call, format_tool_calls
 from .markers import is_marker, tokenize
 from .prober import Prober
@@ -55,6 +55,10 @@ TRICKY_ARGS: dict[str, dict[str, Any]] = {
 }
 # The null-valued argument is declared a string: a "null" property type sends some templates'
 # schema-printing macros into unbounded recursion.
+# Special characters between anchor letters that no escape sequence uses: the rendering of
+# each character can be read between its anchors.
+ESCAPE_PROBE = "Q\nW\tX\"Y'Z\\K<V>J&H"
+ESCAPE_CHARS = "\n\t\"'\\<>&"
 _SCHEMA_TYPES = {P.ARG_S: "string", P.ARG_T: "string", K_INT: "integer", K_NUM: "number", K_BOOL: "boolean",
                  K_NULL: "string", K_ARR: "array", K_OBJ: "object", "big_key": "integer"}
 
@@ -83,6 +87,8 @@ PROBES: dict[str, list[Call]] = {
     "parallel3": [(P.FN_A, ARGS_1, P.ID_A), (P.FN_B, {P.ARG_S: P.VAL_T}, P.ID_B), (P.FN_C, {}, P.ID_C)],
     **{f"type:{t}": _one({k: v}) for t, (k, v) in TYPE_PROBES.items()},
     **{name: _one(args) for name, args in TRICKY_ARGS.items()},
+    "escape": _one({P.ARG_S: ESCAPE_PROBE}),
+    **{f"escape:{i}": _one({P.ARG_S: f"Q{ch}W"}) for i, ch in enumerate(ESCAPE_CHARS)},
 }
 # Probes the formatter must reproduce (the issue's list); the rest only serve inference.
 VERIFY = ("one", "one:name", "one:id", "zero_args", "two_args", "parallel", "parallel3",
@@ -219,13 +225,6 @@ def _split_at(parts: list[Part], name: str, cid: str, index: int, pos: int) -> t
 
 def _text(parts: list[Part], name: str, cid: str, index: int) -> str:
     return "".join(t for _, t in _render_parts(parts, name, cid, index))
-
-
-def _common_suffix_len(a: str, b: str) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
-        n += 1
-    return n
 
 
 # --------------------------------------------------------------------------- arguments
@@ -393,6 +392,7 @@ def _tagged_args_in(c: _Ctx, zero: str | None, one: str, two: str, pre: str, pos
         d = _dialect_from_delims(lits_s, by_type["integer"], template)
         if d is not None:
             fmt_s, lits_s, dialect = d, by_type["integer"], replace(d, raw_strings=False)
+    fmt_s = _learn_escapes(c, template, lits_s, pre, post, fmt_s)
     formats["string"], by_type["string"] = fmt_s, lits_s
     # separator and order, from two string arguments
     u_s = _unit_text(template, lits_s, P.ARG_S, dump(P.VAL_S, fmt_s))
@@ -428,6 +428,58 @@ def _tagged_args_in(c: _Ctx, zero: str | None, one: str, two: str, pre: str, pos
     container = replace(fmts.get("object", JSON_RAW), sort_keys=sort_keys)
     return _Args("tagged", container, pre, post, tuple(arg_parts), sep, tuple(sorted(fmts.items())), empty,
                  skip_null=skip_null)
+
+
+def _string_region(c: _Ctx, probe: str, template: list[Part], lits: list[str], pre: str, post: str) -> str | None:
+    """The written form of probe ``probe``'s string value, cut out of its unit."""
+    m = _middle(c.block(probe), pre, post)
+    if m is None:
+        return None
+    frame = _unit_text(template, lits, P.ARG_S, "\x00").split("\x00")
+    if len(frame) != 2 or not (m.startswith(frame[0]) and m.endswith(frame[1])):
+        return None
+    return m[len(frame[0]):len(m) - len(frame[1])]
+
+
+def _learn_escapes(c: _Ctx, template: list[Part], lits: list[str], pre: str, post: str,
+                   fmt: ValueFormat) -> ValueFormat:
+    """How special characters in string values are written: as is, replaced one by one
+    (``\n`` → ``\\n``, ``'`` → ``\\'``), or the whole string in a CDATA section."""
+    region = _string_region(c, "escape", template, lits, pre, post)
+    if region is None or region == dump(ESCAPE_PROBE, fmt):
+        return fmt
+    open_, close = (fmt.str_open, fmt.str_close) if not fmt.raw_strings else ("", "")
+    if fmt.kind in ("python_repr", "python_str") and not fmt.raw_strings:
+        q = region[:1]
+        open_, close = q, q
+    if not (region.startswith(open_) and region.endswith(close)):
+        return fmt
+    body = region[len(open_):len(region) - len(close)] if close else region[len(open_):]
+    cdata = ""
+    if body.startswith("<![CDATA[") and body.endswith("]]>"):
+        for i, ch in enumerate(ESCAPE_CHARS):
+            one = _string_region(c, f"escape:{i}", template, lits, pre, post) or ""
+            if "<![CDATA[" in one:
+                cdata += ch
+        body = body[len("<![CDATA["):-len("]]>")]
+    anchors = "QWXYZKVJH"
+    table = []
+    pos = 0
+    for a, ch, nxt in zip(anchors, ESCAPE_CHARS, anchors[1:]):
+        if body[pos:pos + 1] != a:
+            return fmt
+        end = body.find(nxt, pos + 1)
+        if end < 0:
+            return fmt
+        written = body[pos + 1:end]
+        if written != ch:
+            table.append((ch, written))
+        pos = end
+    new = replace(fmt, kind="dialect" if fmt.kind in ("python_repr", "python_str") else fmt.kind,
+                  escape="table", escapes=tuple(table), cdata_chars=cdata)
+    if not fmt.raw_strings:
+        new = replace(new, str_open=open_, str_close=close)
+    return new if dump(ESCAPE_PROBE, new) == region else fmt
 
 
 def _unit_text(template: list[Part], lits: list[str], key: str, value: str) -> str:
@@ -567,8 +619,9 @@ def _sections(c: _Ctx, args: _Args, before: list[Part], after: list[Part]
                              *[(before, v) for v in _index_variants(after)]]:
         pre2 = _text(b_parts, P.FN_B, P.ID_B, 1)
         post1 = _text(a_parts, P.FN_A, P.ID_A, 0)
-        lp = _common_suffix_len(pre2, mid)
-        ls = common_prefix_len(post1, mid[:len(mid) - lp])
+        # token-level: a section/call boundary never falls inside a marker
+        lp = common_suffix_len(pre2, mid, tokens=True)
+        ls = common_prefix_len(post1, mid[:len(mid) - lp], tokens=True)
         try:
             sec_start, call_pre = _split_at(b_parts, P.FN_B, P.ID_B, 1, len(pre2) - lp)
             call_post, sec_end = _split_at(a_parts, P.FN_A, P.ID_A, 0, ls)
@@ -728,12 +781,12 @@ def _content_and_reasoning(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:
 def _verify(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:
     ok, bad = [], []
     for probe in VERIFY:
-        block = c.block(probe)
         calls = PROBES[probe]
+        if not ts.supports_parallel and len(calls) > 1:
+            continue  # the template writes (or accepts) one call per turn
+        block = c.block(probe)
         if block is None:
             bad.append((probe, f"template failed: {c.failures.get(probe, '?')}"))
-            continue
-        if not ts.supports_parallel and len(calls) > 1:
             continue
         mine = format_tool_calls(ts, _as_calls(calls))
         if mine == block:

@@ -53,7 +53,14 @@ def _cdata(s: str, fmt: ValueFormat) -> str:
     return s
 
 
+def _table(s: str, fmt: ValueFormat) -> str:
+    table = dict(fmt.escapes)
+    return "".join(table.get(ch, ch) for ch in s) if table else s
+
+
 def _string(s: str, fmt: ValueFormat) -> str:
+    if fmt.escape == "table":
+        return f"{fmt.str_open}{_cdata(_table(s, fmt), fmt)}{fmt.str_close}"
     if fmt.escape == "json":
         body = json.dumps(s, ensure_ascii=fmt.ensure_ascii)[1:-1]
     elif fmt.escape == "python":
@@ -77,7 +84,7 @@ def dump(value: Any, fmt: ValueFormat, *, top: bool = True) -> str:
             return value if top else repr(value)
         return str(value) if fmt.kind == "python_str" else repr(value)
     if isinstance(value, str):
-        return _cdata(value, fmt) if (top and fmt.raw_strings) else _string(value, fmt)
+        return _cdata(_table(value, fmt), fmt) if (top and fmt.raw_strings) else _string(value, fmt)
     if isinstance(value, bool):
         return fmt.true if value else fmt.false
     if value is None:
