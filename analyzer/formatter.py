@@ -77,10 +77,10 @@ def format_value(ts: ToolCallStructure, value: Any) -> str:
 def format_arguments(ts: ToolCallStructure, args: Mapping[str, Any]) -> str:
     """The arguments of one call, as the template writes them."""
     if ts.args_mode != "tagged":
-        return dump(dict(args), ts.args_format)
+        return ts.args_empty if not args and ts.args_empty is not None else dump(dict(args), ts.args_format)
     items = [(k, v) for k, v in args.items() if not (ts.skip_null_args and v is None)]
     if not items:
-        return ts.args_empty
+        return ts.args_empty or ""
     if ts.args_format.sort_keys:
         items.sort()
     return ts.arg_separator.join(_unit(ts, k, v, format_value(ts, v)) for k, v in items)

@@ -30,6 +30,7 @@ import dataclasses
 import heapq
 import itertools
 import json
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -453,15 +454,41 @@ def _mj_raise(message: Any) -> None:
     raise TemplateRaised(str(message))
 
 
+def _mj_length(value: Any) -> int:
+    """jinja2's ``length``/``count``: ``len(value)``, and 0 for an undefined value.
+
+    minijinja's own filter refuses undefined (``message.content|length`` on a message without
+    content), which jinja2 counts as 0. Python callbacks receive undefined and none alike as
+    ``None``; jinja2 would raise on a real ``None``, but templates guard that case
+    (``tools is iterable and tools|length > 0`` with ``tools=None``, and minijinja calls none
+    iterable), so 0 is the answer that matches transformers on the corpus.
+    """
+    return 0 if value is None else len(value)
+
+
+# transformers' ``{% generation %}...{% endgeneration %}`` renders its body unchanged; minijinja
+# has no custom tags, so the tags become ``{% if true %}``/``{% endif %}``: the same block-tag
+# whitespace handling (trim/lstrip, ``-``/``+`` markers) and the same line numbers.
+_GENERATION_TAG = re.compile(r"\{%([-+]?)\s*(end)?generation\s*([-+]?)%\}")
+
+
+def _minijinja_source(source: str) -> str:
+    """``source`` with the ``generation`` tags rewritten for minijinja."""
+    return _GENERATION_TAG.sub(
+        lambda m: "{%" + m.group(1) + (" endif " if m.group(2) else " if true ") + m.group(3) + "%}", source)
+
+
 @lru_cache(maxsize=512)
 def _minijinja_env(source: str, fuel: int) -> Any:
     import minijinja
     env = minijinja.Environment(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
                                 undefined_behavior="lenient", fuel=fuel, pycompat=True)
     env.add_filter("tojson", hf_tojson)
+    env.add_filter("length", _mj_length)
+    env.add_filter("count", _mj_length)
     env.add_function("raise_exception", _mj_raise)
     try:
-        env.add_template("chat", source)
+        env.add_template("chat", _minijinja_source(source))
     except minijinja.TemplateError as e:
         raise TemplateError(f"minijinja syntax error: {e.message}", line=getattr(e, "line", None)) from None
     return env

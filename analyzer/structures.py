@@ -137,6 +137,9 @@ class ValueFormat:
     item_key: str = ""
     # Strings that contain one of these characters are wrapped in an XML CDATA section.
     cdata_chars: str = ""
+    # tojson(indent=N) inside a larger indented document: newlines get ``indent_base`` more spaces.
+    indent: int = 0
+    indent_base: int = 0
     # escape="table": each listed character is replaced by its text (learned from renders).
     escapes: tuple[tuple[str, str], ...] = ()
     ensure_ascii: bool = False
@@ -207,7 +210,7 @@ class ToolCallStructure:
     args_format: ValueFormat = field(default_factory=ValueFormat)
     arg_parts: tuple[Part, ...] = ()
     value_formats: tuple[tuple[str, ValueFormat], ...] = ()  # JSON type -> format (tagged)
-    args_empty: str = ""  # text written for zero arguments, when the template writes one
+    args_empty: str | None = None  # text written for zero arguments when it is not the format's own
     skip_null_args: bool = False  # arguments whose value is null are not written
     supports_parallel: bool = False
     content_separator: str = ""   # between content and the tool section (content + calls)

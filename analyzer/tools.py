@@ -238,7 +238,7 @@ class _Args:
     arg_parts: tuple[Part, ...] = ()
     sep: str = ""
     value_formats: tuple[tuple[str, ValueFormat], ...] = ()
-    empty: str = ""
+    empty: str | None = None
     skip_null: bool = False
 
 
@@ -268,7 +268,7 @@ def _whole_args(c: _Ctx) -> _Args | None:
     if len(basic) < 2:
         return None
     best: tuple[int, ValueFormat, tuple[str, str]] | None = None
-    for fmt in candidates(raw_strings=False):
+    for fmt in candidates(raw_strings=False, indented=True):
         frame = _whole_fit(basic, fmt)
         if frame is None:
             continue
@@ -279,10 +279,9 @@ def _whole_args(c: _Ctx) -> _Args | None:
         return None
     _, fmt, (pre, post) = best
     zero = c.block("zero_args")
-    empty = ""
+    empty = None
     if zero is not None and zero != pre + dump({}, fmt) + post:
-        if zero.startswith(pre) and zero.endswith(post) and len(zero) >= len(pre) + len(post):
-            empty = zero[len(pre):len(zero) - len(post)]
+        empty = _middle(zero, pre, post)  # zero arguments written otherwise (even as nothing)
     return _Args("whole", fmt, pre, post, empty=empty)
 
 
@@ -375,9 +374,12 @@ def _tagged_args_in(c: _Ctx, zero: str | None, one: str, two: str, pre: str, pos
     m1, m2 = _middle(one, pre, post), _middle(two, pre, post)
     key_i, number = TYPE_PROBES["integer"]
     m_int = _middle(c.block("type:integer"), pre, post)
-    if m1 is None or m2 is None or m_int is None:
+    if m1 is None or m2 is None:
         raise _Fail("calls with different arguments do not share a frame")
-    template = _canonical(m_int, [("key", key_i), ("value", str(number))])
+    if m_int is not None:
+        template = _canonical(m_int, [("key", key_i), ("value", str(number))])
+    else:  # the template takes only string values: the unit comes from a string argument
+        template = _canonical(m1, [("key", P.ARG_S), ("value", P.VAL_S)])
     slots = [p.kind for p in template if p.kind != "lit"]
     if slots[:1] != ["key"] or "value" not in slots:
         raise _Fail("an argument unit is not <key ... value>")
@@ -423,7 +425,7 @@ def _tagged_args_in(c: _Ctx, zero: str | None, one: str, two: str, pre: str, pos
     if arr is not None and obj is not None and arr.kind == obj.kind == "units":
         formats["object"] = replace(obj, item_key=arr.item_key)  # arrays nest inside objects too
     arg_parts = _typed_parts(template, by_type)
-    empty = _middle(zero, pre, post) or "" if zero is not None and zero != pre + post else ""
+    empty = _middle(zero, pre, post) if zero is not None and zero != pre + post else None
     fmts = {t: (replace(f, sort_keys=sort_keys) if f.kind != "units" else f) for t, f in formats.items()}
     container = replace(fmts.get("object", JSON_RAW), sort_keys=sort_keys)
     return _Args("tagged", container, pre, post, tuple(arg_parts), sep, tuple(sorted(fmts.items())), empty,

@@ -79,6 +79,9 @@ def _key(k: str, fmt: ValueFormat) -> str:
 
 def dump(value: Any, fmt: ValueFormat, *, top: bool = True) -> str:
     """Write ``value`` as the template would under ``fmt``."""
+    if fmt.indent and fmt.kind == "json":
+        text = json.dumps(value, ensure_ascii=fmt.ensure_ascii, indent=fmt.indent, sort_keys=fmt.sort_keys)
+        return text.replace("\n", "\n" + " " * fmt.indent_base) if fmt.indent_base else text
     if fmt.kind in ("python_str", "python_repr"):
         if isinstance(value, str) and (fmt.kind == "python_str" or (top and fmt.raw_strings)):
             return value if top else repr(value)
@@ -101,11 +104,16 @@ def dump(value: Any, fmt: ValueFormat, *, top: bool = True) -> str:
     return str(value)
 
 
-def candidates(*, raw_strings: bool) -> list[ValueFormat]:
-    """The standard formats, most common first (each also with sorted keys)."""
+def candidates(*, raw_strings: bool, indented: bool = False) -> list[ValueFormat]:
+    """The standard formats, most common first (each also with sorted keys). ``indented`` adds
+    ``tojson(indent=2|4)`` at nesting depths 0-6 (a value inside an indented document)."""
     base = [JSON_DEFAULT, JSON_COMPACT, JSON_ASCII, JSON_ASCII_COMPACT, PYTHON_STR, PYTHON_REPR]
     out = [replace(f, raw_strings=raw_strings) for f in base]
-    return out + [replace(f, sort_keys=True) for f in out if f.kind not in ("python_str", "python_repr")]
+    out += [replace(f, sort_keys=True) for f in out if f.kind not in ("python_str", "python_repr")]
+    if indented:
+        out += [ValueFormat(indent=n, indent_base=n * depth, ensure_ascii=ascii_)
+                for n in (2, 4) for depth in range(7) for ascii_ in (False, True)]
+    return out
 
 
 def dialect_from(*, str_open: str, str_close: str, key_open: str, key_close: str, kv_sep: str, item_sep: str,
