@@ -84,7 +84,8 @@ def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "ji
     header = _strip_reasoning_tail(turns.header, reasoning)
     notes = []
     if loaded.tokens_are_stand_ins:
-        notes.append("no tokenizer config: bos/eos stand-ins <s>, </s> were used")
+        notes.append("no tokenizer config: bos/eos stand-ins "
+                     f"{loaded.special_tokens.get('bos_token')!r}, {loaded.special_tokens.get('eos_token')!r} were used")
     cs = ContentStructure(
         reasoning_mode=thinking_mode,
         reasoning_start=reasoning.start if reasoning else "",

@@ -62,7 +62,8 @@ def _inner(marker: str) -> tuple[str, str, str] | None:
 # Word pairs that turn an opening marker name into a closing one.
 _OPEN_CLOSE_WORDS = (("START", "END"), ("BEGIN", "END"), ("OPEN", "CLOSE"), ("start", "end"),
                      ("begin", "end"), ("open", "close"), ("Start", "End"), ("Begin", "End"))
-_WORD_RE = re.compile(r"(?<![A-Za-z])(START|BEGIN|OPEN|END|CLOSE|start|begin|open|end|close|Start|Begin|End|Open|Close)(?![a-z])")
+_WORD_RE = re.compile(r"(?<![A-Za-z])(START|BEGIN|OPEN|END|CLOSE|start|begin|open|end|close|Start|Begin|End|Open|Close)"
+                      r"(?![A-Za-z])")
 
 
 def _tag_name(name: str) -> str:
@@ -85,6 +86,8 @@ def stem(marker: str) -> tuple[str, str] | None:
     if left == "<" and right == "|>":
         return "close", f"half:{name}"
     bracket = "[]" if left == "[" else "<|>" if left in ("<|", "<｜") else "<>"
+    if name.endswith("/"):
+        return None  # self-closing (<br/>): neither opens nor closes a region
     if name.startswith("/"):
         return "close", f"{bracket}{name[1:]}"
     m = _WORD_RE.search(name)

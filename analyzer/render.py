@@ -275,11 +275,12 @@ class _TemplateNamespace(jinja2.utils.Namespace):
 
 
 class _GuardedOps:
-    """Mixin: intercept ``*`` and ``**`` so ``'x' * 10**9`` or ``9**9**9`` fail fast instead
+    """Mixin: intercept ``*``, ``**`` and ``+`` so ``'x' * 10**9``, ``9**(9**9)`` or doubling a
+    string in a loop fail fast instead
     of exhausting memory or CPU inside a single C call that no timer can interrupt. The
     results of allowed operations are exactly Python's."""
 
-    intercepted_binops = frozenset(["*", "**"])
+    intercepted_binops = frozenset(["*", "**", "+"])
     max_sequence = 2_000_000
     max_exponent_bits = 4096
 
@@ -289,6 +290,10 @@ class _GuardedOps:
                 if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and not isinstance(n, bool):
                     if len(seq) * max(n, 0) > self.max_sequence:
                         raise RenderLimitError(f"sequence repetition of {len(seq)} x {n} items is over the limit")
+        elif operator == "+":
+            if isinstance(left, (str, list)) and isinstance(right, (str, list)):
+                if len(left) + len(right) > self.max_sequence:
+                    raise RenderLimitError("concatenation result is over the size limit")
         elif operator == "**":
             if isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0:
                 if abs(left).bit_length() * right > self.max_exponent_bits:

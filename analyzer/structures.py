@@ -51,6 +51,10 @@ class FunctionFormat(str, enum.Enum):
     RECIPIENT_BASED = "FUNC_RECIPIENT_BASED"
     MARKDOWN_CODE_BLOCK = "FUNC_MARKDOWN_CODE_BLOCK"
     CHANNEL_BASED = "FUNC_CHANNEL_BASED"
+    # Extension: Python call syntax, ``name(key=value, ...)``, often inside a list
+    # (``[f(a=1), g(b=2)]``); seed 001's set has no member for it (llama.cpp hands these
+    # templates to a dedicated parser).
+    PYTHONIC = "FUNC_PYTHONIC"
 
 
 class ArgumentFormat(str, enum.Enum):

@@ -657,7 +657,7 @@ def _as_calls(calls: list[Call]) -> list[dict[str, Any]]:
 _JSON_FIELD = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:\s*"?$')
 
 
-def _classify(ts: ToolCallStructure) -> ToolCallStructure:
+def _classify(ts: ToolCallStructure, generation_prompt: str = "") -> ToolCallStructure:
     parts = list(ts.call_parts)
     kinds = [p.kind for p in parts]
     name_i = kinds.index("name") if "name" in kinds else -1
@@ -678,10 +678,21 @@ def _classify(ts: ToolCallStructure) -> ToolCallStructure:
         fields["argument_format"] = fmt
     else:
         fields["argument_format"] = ArgumentFormat.JSON
+    pythonic = (ts.args_mode == "tagged" and after_name.endswith("(") and after_args.startswith(")")
+                and ts.arg_parts and ts.arg_parts[0].kind == "key")
+    recipient = (name_i == 0 and ts.call_separator.strip() and generation_prompt.rstrip().endswith(
+        ts.call_separator.strip()))
     m_name = _JSON_FIELD.search(before_name)
     m_args = _JSON_FIELD.search(after_name)
     id_i = kinds.index("id") if "id" in kinds else -1
-    if m_name and m_args and ts.args_mode == "whole":
+    if pythonic:
+        fields.update(function_format=FunctionFormat.PYTHONIC, function_prefix=before_name,
+                      function_suffix=after_name, function_close=after_args)
+    elif recipient:
+        # the prompt writes the recipient delimiter; calls are separated by it (>>>name\n{...})
+        fields.update(function_format=FunctionFormat.RECIPIENT_BASED, function_prefix=ts.call_separator,
+                      function_suffix=after_name)
+    elif m_name and m_args and ts.args_mode == "whole":
         fields.update(function_format=FunctionFormat.JSON_OBJECT, name_field=m_name.group(1),
                       args_field=m_args.group(1))
         if id_i >= 0:
@@ -710,9 +721,6 @@ def _classify(ts: ToolCallStructure) -> ToolCallStructure:
     elif before_name.endswith("to=") or before_name.endswith("to=functions.") or "to=" in before_name[-16:]:
         fields.update(function_format=FunctionFormat.CHANNEL_BASED, function_prefix=before_name,
                       function_suffix=after_name, function_close=after_args)
-    elif before_name.endswith(">>>"):
-        fields.update(function_format=FunctionFormat.RECIPIENT_BASED, function_prefix=before_name,
-                      function_suffix=after_name)
     elif before_name.endswith("<") and after_name.startswith(">") and f"</" in after_args:
         fields.update(function_format=FunctionFormat.TAG_NAME_ONLY, function_prefix=before_name,
                       function_suffix=after_name, function_close=after_args)
@@ -735,7 +743,13 @@ def _unsupported(reason: str, **extra: Any) -> ToolCallStructure:
 
 def analyze_tools(prober: Prober, caps: Caps, turns: Turns, reasoning: Reasoning | None,
                   end_of_turn: str) -> ToolCallStructure:
-    """Phase 2: the tool-call structure of the template behind ``prober``."""
+    """Phase 2 for the template behind ``prober`` (see the module docstring)."""
+    ts = _analyze_tools(prober, caps, turns, reasoning, end_of_turn)
+    return ts if not ts.call_parts else _classify(ts, turns.default.prompt)
+
+
+def _analyze_tools(prober: Prober, caps: Caps, turns: Turns, reasoning: Reasoning | None,
+                   end_of_turn: str) -> ToolCallStructure:
     if not caps.supports_tool_calls:
         if not caps.supports_tools:
             return _unsupported("template ignores `tools` and `tool_calls`")
@@ -760,8 +774,7 @@ def analyze_tools(prober: Prober, caps: Caps, turns: Turns, reasoning: Reasoning
                  call_parts=tuple(_merge([*call_pre, Part("args"), *call_post])),
                  requires_nonnull_content=caps.requires_nonnull_content)
     ts = _content_and_reasoning(c, ts)
-    ts = _verify(c, ts)
-    return _classify(ts)
+    return _verify(c, ts)
 
 
 def _content_and_reasoning(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:
@@ -797,3 +810,12 @@ def _verify(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:
             k = common_prefix_len(mine, block)
             bad.append((probe, f"differs at {k}: formatter {mine[k:k + 40]!r} vs template {block[k:k + 40]!r}"))
     return replace(ts, verified=tuple(ok), unverified=tuple(bad))
+
+
+def template_tool_block(prober: Prober, caps: Caps, reasoning: Reasoning | None, end_of_turn: str,
+                        calls: list[Call]) -> str | None:
+    """The template's own rendering of ``calls`` as the model would write them (the tool block
+    after the assistant header), or None when the template refuses them."""
+    c = _Ctx(prober=prober, forms=tool_forms(caps), turns=None, reasoning=reasoning,  # type: ignore[arg-type]
+             eot=end_of_turn, content_none=not caps.requires_nonnull_content)
+    return c._render_block("example", calls)

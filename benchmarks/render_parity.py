@@ -53,7 +53,7 @@ class EngineStats:
 
     identical_templates: list[str] = field(default_factory=list)
     differing_templates: list[str] = field(default_factory=list)
-    both_raise: Counter = field(default_factory=Counter)  # (hf detail type, our detail type) -> pairs
+    both_raise: Counter[tuple[str, str]] = field(default_factory=Counter)  # (HF type, our type) -> pairs
     causes: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
     compile_s: list[float] = field(default_factory=list)
     render_s: list[float] = field(default_factory=list)
@@ -69,8 +69,8 @@ def cause_key(hf: Any, ours: Any) -> tuple[str, str]:
     if hf.ok and ours.ok:
         i, _, _ = P.first_difference(hf.text, ours.text)
         return f"HF {hf.text[i:i + 24]!r}", f"{ours.text[i:i + 24]!r}"
-    left = f"HF ok" if hf.ok else f"HF {hf.kind} ({_error_type(hf)})"
-    right = "ok" if ours.ok else f"{ours.kind}: {ours.detail[:90]}"
+    left = "HF ok" if hf.ok else f"HF {hf.kind} ({hf.detail[:70]})"
+    right = "ok" if ours.ok else f"{ours.kind} ({ours.detail[:90]})"
     return left, right
 
 
@@ -102,12 +102,18 @@ def _render_time(renderer: Any, conv: Any, repeat: int) -> float:
     return best
 
 
-def run_template(corpus: Path, rel: str, stats: dict[str, EngineStats], repeat: int) -> None:
-    """Compare one template on every conversation, for both engines."""
+def run_template(corpus: Path, rel: str, stats: dict[str, EngineStats], hf_rendered: dict[str, int],
+                 repeat: int) -> None:
+    """Compare one template on every conversation, for both engines.
+
+    ``hf_rendered[rel]`` gets the number of conversations transformers renders (the rest it
+    refuses, and parity there means refusing too).
+    """
     template = P.load_template(corpus / rel)
     tokenizer = P.hf_tokenizer(template)
     with P.pinned_hf_clock():
         hf_outcomes = [P.render_hf(tokenizer, conv) for conv in P.CONVERSATIONS]
+    hf_rendered[rel] = sum(o.ok for o in hf_outcomes)
     for engine in ENGINES:
         st = stats[engine]
         renderer = P.our_renderer(template, engine)
@@ -129,9 +135,11 @@ def _ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1e3:.3f} ms" if values else "n/a"
 
 
-def report(stats: dict[str, EngineStats], total: int, elapsed: float) -> str:
+def report(stats: dict[str, EngineStats], hf_rendered: dict[str, int], elapsed: float) -> str:
     """The Markdown summary."""
     n_conv = len(P.CONVERSATIONS)
+    total = len(hf_rendered)
+    few = sorted(rel for rel, n in hf_rendered.items() if n < 5)
     lines = [f"# Render parity vs transformers ({total} templates x {n_conv} conversations)", "",
              "| engine | templates identical to transformers | pairs both raise | compile median "
              "| render median |", "|---|---|---|---|---|"]
@@ -140,7 +148,10 @@ def report(stats: dict[str, EngineStats], total: int, elapsed: float) -> str:
         lines.append(f"| {engine} (ours) | {len(st.identical_templates)}/{total} | "
                      f"{sum(st.both_raise.values())} | {_ms(st.compile_s)} | {_ms(st.render_s)} |")
     lines += ["", f"Wall time {elapsed:.1f} s. Compile: cold, once per distinct source; render: best of "
-              "repeats per (template, conversation), successful renders only.", ""]
+              "repeats per (template, conversation), successful renders only.", "",
+              f"transformers renders {sum(hf_rendered.values())}/{total * n_conv} (template, conversation) pairs; "
+              f"{total - len(few)}/{total} templates render at least 5 conversations. Those that render fewer "
+              f"refuse the rest ({len(few)}): {', '.join(few) or 'none'}.", ""]
     for engine in ENGINES:
         st = stats[engine]
         lines += [f"## {engine}: pairs where both raise (transformers exception -> ours)", ""]
@@ -169,10 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     templates = P.corpus_templates(corpus)[: args.limit]
     stats = {engine: EngineStats() for engine in ENGINES}
+    hf_rendered: dict[str, int] = {}
     t0 = time.perf_counter()
     for rel in templates:
-        run_template(corpus, rel, stats, args.repeat)
-    print(report(stats, len(templates), time.perf_counter() - t0))
+        run_template(corpus, rel, stats, hf_rendered, args.repeat)
+    print(report(stats, hf_rendered, time.perf_counter() - t0))
     return 0
 
 

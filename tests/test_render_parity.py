@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import csv
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,7 +30,8 @@ import pytest
 
 from analyzer import load_template, make_renderer
 from analyzer.errors import RenderError, RenderLimitError, TemplateError, TemplateRaised
-from analyzer.load import LoadedTemplate
+from analyzer.load import SPECIAL_TOKEN_KEYS, LoadedTemplate, from_string
+from analyzer.render import template_special_tokens
 
 # Pinned on both sides: several templates print today's date (Llama 3.x, Granite, ...).
 FIXED_NOW = datetime(2025, 3, 14, 9, 26, 53)
@@ -238,24 +239,30 @@ def pinned_hf_clock() -> Iterator[None]:
 
 
 @lru_cache(maxsize=8)
-def _hf_tokenizer_for(tokens: tuple[tuple[str, str], ...]) -> Any:
+def _hf_tokenizer_for(named: tuple[tuple[str, str], ...], extra: tuple[str, ...]) -> Any:
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
-    vocab = {text: i for i, text in enumerate(dict.fromkeys(t for _, t in tokens))}
-    unk = dict(tokens).get("unk_token")
-    backend = Tokenizer(models.WordLevel(vocab or {"<s>": 0}, unk_token=unk))
-    return PreTrainedTokenizerFast(tokenizer_object=backend, **dict(tokens))
+    texts = [t for _, t in named] + list(extra)
+    vocab = {text: i for i, text in enumerate(dict.fromkeys(texts))} or {"<s>": 0}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token=dict(named).get("unk_token")))
+    kwargs: dict[str, Any] = dict(named)
+    if extra:
+        kwargs["additional_special_tokens"] = list(extra)
+    return PreTrainedTokenizerFast(tokenizer_object=backend, **kwargs)
 
 
 def hf_tokenizer(template: LoadedTemplate) -> Any:
-    """An offline fast tokenizer whose ``special_tokens_map`` is exactly our template's tokens.
+    """An offline fast tokenizer carrying our template's special tokens, with its chat template.
 
-    transformers 5 passes ``special_tokens_map`` (bos/eos/unk/sep/pad/cls/mask that are set,
-    never ``additional_special_tokens``) into the template, so the HF side gets the same
-    named tokens our loader supplies, and no others.
+    Built from the loader's tokens, not a fixed set: for a bare ``.jinja`` that is bos
+    ``<s>`` and eos ``</s>`` only (no unk), so ``special_tokens_map`` holds exactly those two.
+    ``additional_special_tokens`` go to the tokenizer as extra tokens, as a real
+    ``tokenizer_config.json`` would; transformers 5 keeps them out of ``special_tokens_map``.
     """
-    tokens = tuple(sorted((k, str(v)) for k, v in template.special_tokens.items() if isinstance(v, str)))
-    tok = _hf_tokenizer_for(tokens)
+    tokens = template.special_tokens
+    named = tuple(sorted((k, str(v)) for k, v in tokens.items() if k in SPECIAL_TOKEN_KEYS and v is not None))
+    extra = tuple(str(t) for t in tokens.get("additional_special_tokens") or ())
+    tok = _hf_tokenizer_for(named, extra)
     tok.chat_template = (dict(template.variants) if len(template.variants) > 1
                          else next(iter(template.variants.values())))
     return tok
@@ -324,20 +331,44 @@ def compare_template(corpus: Path, rel: str, engine: str = "jinja2"
 
 # --------------------------------------------------------------------------- tests
 
+def _agree_three_ways(template: LoadedTemplate, conv: Conversation) -> dict[str, Outcome]:
+    """transformers, our jinja2 and our minijinja on one input (asserted equal by callers)."""
+    with pinned_hf_clock():
+        out = {"transformers": render_hf(hf_tokenizer(template), conv)}
+    for engine in ("jinja2", "minijinja"):
+        out[engine] = render_ours(our_renderer(template, engine), conv)
+    return out
+
+
 def test_special_tokens_match_transformers() -> None:
     """The HF side sees exactly the named tokens our loader supplies for a bare .jinja."""
-    from analyzer.load import from_string
     template = from_string("{{ bos_token }}")
-    assert hf_tokenizer(template).special_tokens_map == dict(template.special_tokens)
+    assert hf_tokenizer(template).special_tokens_map == template_special_tokens(template.special_tokens) == {
+        "bos_token": "<s>", "eos_token": "</s>"}
+
+
+def test_additional_special_tokens_are_not_template_variables() -> None:
+    """transformers 5 passes only named tokens; ``additional_special_tokens`` stays undefined."""
+    source = "{{ additional_special_tokens is defined }}|{{ pad_token }}|{{ eos_token }}"
+    tokens = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "additional_special_tokens": ["<x>"]}
+    outcomes = _agree_three_ways(from_string(source, special_tokens=tokens),
+                                 Conversation("x", [{"role": "user", "content": "hi"}]))
+    assert set(outcomes.values()) == {Outcome("ok", text="False|<pad>|</s>")}
 
 
 def test_clock_is_pinned_on_both_sides() -> None:
-    from analyzer.load import from_string
     template = from_string("{{ strftime_now('%Y-%m-%d %H:%M:%S') }}")
-    conv = Conversation("x", [{"role": "user", "content": "hi"}])
-    with pinned_hf_clock():
-        hf = render_hf(hf_tokenizer(template), conv)
-    assert hf == render_ours(our_renderer(template), conv) == Outcome("ok", text="2025-03-14 09:26:53")
+    outcomes = _agree_three_ways(template, Conversation("x", [{"role": "user", "content": "hi"}]))
+    assert set(outcomes.values()) == {Outcome("ok", text="2025-03-14 09:26:53")}
+
+
+def test_generation_tag_and_undefined_length() -> None:
+    """minijinja gets ``{% generation %}`` and jinja2's ``undefined|length == 0`` like transformers."""
+    source = ("{% for m in messages %}{%- generation -%}\n[{{ m.content|length }}/{{ m.missing|length }}]\n"
+              "{% endgeneration %}\n{% endfor %}")
+    conv = Conversation("x", [{"role": "user", "content": "héllo"}, {"role": "assistant", "content": "ok"}])
+    outcomes = _agree_three_ways(from_string(source), conv)
+    assert set(outcomes.values()) == {Outcome("ok", text="[5/0]\n[2/0]\n")}
 
 
 @pytest.mark.corpus

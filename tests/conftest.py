@@ -1,0 +1,34 @@
+"""Shared fixtures: the external corpus (see corpus_fixtures.py) and a per-session analysis cache."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from corpus_fixtures import corpus, corpus_entry, corpus_root, pytest_generate_tests  # noqa: E402,F401
+
+from analyzer import analyze_template  # noqa: E402
+from analyzer.errors import ChatAutoparserError  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+_ANALYSES: dict[str, object] = {}
+
+
+def analysis_or_error(path: Path):
+    """The analysis of a template, computed once per test session (or the error it raised)."""
+    key = str(path)
+    if key not in _ANALYSES:
+        try:
+            _ANALYSES[key] = analyze_template(path)
+        except ChatAutoparserError as e:
+            _ANALYSES[key] = e
+    return _ANALYSES[key]
+
+
+@pytest.fixture
+def analyzed():
+    return analysis_or_error
