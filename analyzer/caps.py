@@ -68,33 +68,40 @@ def tool_call_messages(forms: ToolProbeForms, calls: list[tuple[str, dict[str, A
 
 
 def detect_tool_forms(prober: Prober, base: list[dict]) -> tuple[ToolProbeForms | None, dict[str, bool]]:
-    """Find an argument form (object or JSON string) under which a tool call renders."""
+    """Find a message form under which a tool call renders: arguments as an object or a JSON
+    string, content absent (None, which transformers drops) or empty."""
     tools = _tools_for(P.FN_A, P.FN_B)
     args = {P.ARG_S: P.VAL_S}
-    results: dict[str, str | None] = {}
-    for as_string in (False, True):
-        forms = ToolProbeForms(args_as_string=as_string, with_ids=True)
-        msg = tool_call_messages(forms, [(P.FN_A, args, P.ID_A)])
-        results["string" if as_string else "object"] = _region(
-            prober, f"tool_call[{'string' if as_string else 'object'} args]", base, base + [msg], tools=tools)
-    obj, string = results["object"], results["string"]
+    regions: dict[tuple[bool, bool], str | None] = {}
+    for content_none in (True, False):
+        for as_string in (False, True):
+            forms = ToolProbeForms(args_as_string=as_string, with_ids=True)
+            msg = tool_call_messages(forms, [(P.FN_A, args, P.ID_A)], content=None if content_none else "")
+            kind = "string" if as_string else "object"
+            probe = f"tool_call[{kind} args]" if content_none else f"tool_call[{kind} args, empty content]"
+            regions[(content_none, as_string)] = _region(prober, probe, base, base + [msg], tools=tools)
 
     def well_formed(region: str | None) -> bool:
-        # the call's name and the argument value must come out, and not double-encoded
-        return bool(region and P.FN_A in region and P.VAL_S in region and '\\"' not in region
-                    and "{'" not in region)
+        # the call (by name, or by id when the id carries the name) and the argument value must
+        # come out, not double-encoded and not as a Python dict repr
+        return bool(region and (P.FN_A in region or P.ID_A in region) and P.VAL_S in region
+                    and '\\"' not in region and "{'" not in region)
 
-    flags = {"requires_object_arguments": well_formed(obj) and not well_formed(string),
-             "requires_string_arguments": well_formed(string) and not well_formed(obj)}
-    if well_formed(obj):
-        return ToolProbeForms(args_as_string=False, with_ids=True), flags
-    if well_formed(string):
-        return ToolProbeForms(args_as_string=True, with_ids=True), flags
-    # The name renders but not the value (e.g. templates that ignore arguments): still a call.
-    if obj and P.FN_A in obj:
-        return ToolProbeForms(args_as_string=False, with_ids=True), flags
-    if string and P.FN_A in string:
-        return ToolProbeForms(args_as_string=True, with_ids=True), flags
+    flags = {"requires_object_arguments": False, "requires_string_arguments": False,
+             "requires_nonnull_content": False}
+    for content_none in (True, False):
+        obj, string = regions[(content_none, False)], regions[(content_none, True)]
+        if well_formed(obj) or well_formed(string):
+            flags["requires_object_arguments"] = well_formed(obj) and not well_formed(string)
+            flags["requires_string_arguments"] = well_formed(string) and not well_formed(obj)
+            flags["requires_nonnull_content"] = not content_none
+            return ToolProbeForms(args_as_string=not well_formed(obj), with_ids=True), flags
+    for content_none in (True, False):  # the name renders but not the value: still a call
+        for as_string in (False, True):
+            region = regions[(content_none, as_string)]
+            if region and P.FN_A in region:
+                flags["requires_nonnull_content"] = not content_none
+                return ToolProbeForms(args_as_string=as_string, with_ids=True), flags
     return None, flags
 
 
@@ -155,8 +162,8 @@ def probe_caps(prober: Prober) -> Caps:
         empty_msg = tool_call_messages(forms, [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)], content="")
         null_region = _region(prober, "null_content", base, base + [null_msg], tools=tools)
         empty_region = _region(prober, "empty_content", base, base + [empty_msg], tools=tools)
-        requires_nonnull = empty_region is not None and (
-            null_region is None or ("None" in null_region and "None" not in empty_region))
+        requires_nonnull = flags["requires_nonnull_content"] or (empty_region is not None and (
+            null_region is None or ("None" in null_region and "None" not in empty_region)))
 
     info = _info(prober)
     controls = thinking_controls(info) if info is not None else ()

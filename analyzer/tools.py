@@ -29,6 +29,7 @@ from . import probes as P
 from .caps import ToolProbeForms, tool_call_messages, tool_forms
 from .diff import common_prefix_len, common_suffix_len, diff
 from .formatter import format_arguments, format_call, format_tool_calls
+from .instructions import read_instructions
 from .markers import is_marker, tokenize
 from .prober import Prober
 from .reasoning import Reasoning
@@ -104,7 +105,7 @@ class _Ctx:
     prober: Prober
     forms: ToolProbeForms
     turns: Turns
-    reasoning: Reasoning | None
+    reasoning: Reasoning | tuple[str, str] | None
     eot: str
     content_none: bool
     blocks: dict[str, str | None] = field(default_factory=dict)
@@ -137,11 +138,11 @@ class _Ctx:
         return _strip_empty_reasoning(block, self.reasoning)
 
 
-def _strip_empty_reasoning(block: str, r: Reasoning | None) -> str:
+def _strip_empty_reasoning(block: str, r: Reasoning | tuple[str, str] | None) -> str:
     """Drop an empty reasoning block written before the calls (it is not part of them)."""
     if r is None:
         return block
-    start, end = r.start.strip(), r.end.strip()
+    start, end = (r.start.strip(), r.end.strip()) if isinstance(r, Reasoning) else (r[0].strip(), r[1].strip())
     if not end:
         return block
     pattern = (r"\s*" + (re.escape(start) + r"\s*" if start else "") + re.escape(end) + r"\s*")
@@ -737,6 +738,15 @@ def _classify(ts: ToolCallStructure, generation_prompt: str = "") -> ToolCallStr
 
 # --------------------------------------------------------------------------- entry point
 
+def _tools_section(prober: Prober) -> str:
+    """What passing tools adds to the prompt (the tools list and any instructions)."""
+    base = [P.user()]
+    plain = prober.render("tools_section:none", base, add_generation_prompt=True) or ""
+    with_tools = prober.render("tools_section", base, tools=probe_tools(), add_generation_prompt=True) or ""
+    d = diff(plain, with_tools)
+    return d.b_middle(with_tools)
+
+
 def _unsupported(reason: str, **extra: Any) -> ToolCallStructure:
     return ToolCallStructure(supports_tools=False, reason=reason, **extra)
 
@@ -756,7 +766,11 @@ def _analyze_tools(prober: Prober, caps: Caps, turns: Turns, reasoning: Reasonin
         why = prober.failures.get("tool_call[object args]") or prober.failures.get("tool_call[string args]")
         if why is not None and why.kind == "raised":
             return _unsupported(f"template raises on assistant tool calls: {why.error}")
-        return _unsupported("template renders the tools list but not assistant tool calls")
+        read = read_instructions(_tools_section(prober))
+        if read is not None:
+            return read
+        return _unsupported("template renders the tools list but not assistant tool calls, "
+                            "and its instructions state no call syntax that could be read")
     c = _Ctx(prober=prober, forms=tool_forms(caps), turns=turns, reasoning=reasoning, eot=end_of_turn,
              content_none=not caps.requires_nonnull_content)
     if c.block("one") is None:
@@ -812,10 +826,19 @@ def _verify(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:
     return replace(ts, verified=tuple(ok), unverified=tuple(bad))
 
 
-def template_tool_block(prober: Prober, caps: Caps, reasoning: Reasoning | None, end_of_turn: str,
-                        calls: list[Call]) -> str | None:
+def template_tool_block(template: Any, analysis: Any, calls: list[Call]) -> str | None:
     """The template's own rendering of ``calls`` as the model would write them (the tool block
-    after the assistant header), or None when the template refuses them."""
-    c = _Ctx(prober=prober, forms=tool_forms(caps), turns=None, reasoning=reasoning,  # type: ignore[arg-type]
-             eot=end_of_turn, content_none=not caps.requires_nonnull_content)
+    after the assistant header), or None when the template refuses them.
+
+    ``template`` is a LoadedTemplate and ``analysis`` its TemplateAnalysis.
+    """
+    prober = Prober(template, engine=analysis.engine)
+    prober.content_format = analysis.caps.content_format
+    cs = analysis.content_structure
+    c = _Ctx(prober=prober, forms=tool_forms(analysis.caps), turns=None,  # type: ignore[arg-type]
+             reasoning=(cs.reasoning_start, cs.reasoning_end), eot=analysis.end_of_turn,
+             content_none=not analysis.caps.requires_nonnull_content)
     return c._render_block("example", calls)
+
+
+EXAMPLE_CALLS: list[Call] = [("get_weather", {"location": "Paris, France", "days": 3, "metric": True}, "call0001A")]

@@ -41,7 +41,77 @@ def _mark(text: str) -> str:
     return visible(text)
 
 
-def render_report(a: TemplateAnalysis) -> Any:
+def _parts_text(parts: Any) -> str:
+    out = []
+    for p in parts:
+        if p.kind == "lit":
+            out.append(_mark(p.text))
+        elif p.kind == "typed":
+            out.append("{" + " | ".join(f"{t}: {_mark(v)}" for t, v in p.by_type) + "}")
+        elif p.kind == "index":
+            out.append(f"⟨index from {p.text or 0}⟩")
+        else:
+            out.append(f"⟨{p.kind}⟩")
+    return "".join(out)
+
+
+def tool_section(a: TemplateAnalysis, template: Any) -> list[Any]:
+    """Rich renderables for the tool-call structure, with one example call written by the
+    formatter next to the template's own rendering."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from analyzer.formatter import format_tool_calls
+    from analyzer.tools import EXAMPLE_CALLS, _as_calls, template_tool_block
+
+    ts = a.tool_call_structure
+    t = Table(title="Tool calls", show_header=False, title_justify="left")
+    t.add_column("field", style="bold")
+    t.add_column("value")
+    if not ts.supports_tools:
+        t.add_row("supported", "no")
+        t.add_row("why", Text(ts.reason or "-"))
+        return [t]
+    vf = ", ".join(f"{k}: {v.kind}{' raw' if v.raw_strings else ''}" for k, v in ts.value_formats)
+    rows = [("format", ts.function_format.value), ("arguments", f"{ts.argument_format.value} ({ts.args_mode})"),
+            ("section", f"{_mark(ts.tool_section_start)} … {_mark(ts.tool_section_end)}"),
+            ("one call", _parts_text(ts.call_parts)), ("between calls", _mark(ts.call_separator)),
+            ("parallel calls", "yes" if ts.supports_parallel else "no")]
+    if ts.args_mode == "tagged":
+        rows += [("one argument", _parts_text(ts.arg_parts)), ("between arguments", _mark(ts.arg_separator)),
+                 ("value formats", vf)]
+    else:
+        fmt = ts.args_format
+        rows.append(("argument JSON", f"{fmt.kind}, separators {fmt.item_sep!r}/{fmt.kv_sep!r}"
+                                      f"{', ascii' if fmt.ensure_ascii else ''}{', sorted' if fmt.sort_keys else ''}"))
+    for field in ("name_field", "args_field", "id_field", "function_prefix", "function_suffix", "function_close",
+                  "per_call_start", "function_namespace", "args_marker", "per_call_end", "id_marker"):
+        value = getattr(ts, field)
+        if value:
+            rows.append((field, _mark(value)))
+    rows += [("content before calls", f"yes, then {_mark(ts.content_separator)}" if ts.calls_after_content else "no"),
+             ("reasoning kept on tool turns", "yes" if ts.reasoning_on_tool_turns else "no"),
+             ("verified probes", f"{len(ts.verified)} reproduced byte for byte"
+                                 + (f", {len(ts.unverified)} not" if ts.unverified else ""))]
+    for k, v in rows:
+        t.add_row(k, Text(v))
+    for probe, why in ts.unverified:
+        t.add_row(f"  ✗ {probe}", Text(why))
+    out: list[Any] = [t]
+    if template is not None:
+        mine = format_tool_calls(ts, _as_calls(EXAMPLE_CALLS))
+        theirs = template_tool_block(template, a, EXAMPLE_CALLS)
+        ex = Table(title="Example call", title_justify="left", show_header=True)
+        ex.add_column("written by")
+        ex.add_column("text")
+        ex.add_row("formatter", Text(mine))
+        ex.add_row("template", Text(theirs if theirs is not None else "(template refused the example)"))
+        ex.add_row("same", "yes" if mine == theirs else "NO")
+        out.append(ex)
+    return out
+
+
+def render_report(a: TemplateAnalysis, template: Any = None) -> Any:
     """A rich renderable for one analysis."""
     from rich.console import Group
     from rich.panel import Panel
@@ -78,14 +148,14 @@ def render_report(a: TemplateAnalysis) -> Any:
     for s in a.thinking_settings:
         settings.add_row(s.name, s.reasoning_mode.value, Text(_mark(s.generation_prompt)))
     parts: list[Any] = [markers_table("Capabilities", cap_rows), markers_table("Reasoning and content", p1),
-                        markers_table("Turns", turns), settings]
+                        markers_table("Turns", turns), settings, *tool_section(a, template)]
     if a.probe_failures:
         ft = Table(title="Probes the template refused or failed", title_justify="left")
         ft.add_column("probe")
         ft.add_column("kind")
         ft.add_column("error")
         for f in a.probe_failures:
-            ft.add_row(f.probe, f.kind, Text(f.error))
+            ft.add_row(Text(f.probe), f.kind, Text(f.error))
         parts.append(ft)
     if a.fallback_renders:
         parts.append(Text("Rendered by a fallback engine:\n  " + "\n  ".join(a.fallback_renders)))
@@ -114,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(json.dumps(analysis.to_dict(), ensure_ascii=False, indent=2) + "\n")
         return EXIT_OK
     from rich.console import Console
-    Console().print(render_report(analysis))
+    Console().print(render_report(analysis, loaded))
     return EXIT_OK
 
 
