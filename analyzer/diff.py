@@ -22,11 +22,15 @@ from .markers import tokenize
 def common_prefix_len(a: str, b: str, *, tokens: bool = False) -> int:
     """Length (in characters) of the common prefix of ``a`` and ``b``."""
     if not tokens:
-        n = min(len(a), len(b))
-        i = 0
-        while i < n and a[i] == b[i]:
-            i += 1
-        return i
+        # binary search over slice comparisons: C-speed memcmp instead of a Python loop
+        lo, hi = 0, min(len(a), len(b))
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if a[lo:mid] == b[lo:mid]:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
     ta, tb = tokenize(a), tokenize(b)
     size = 0
     for x, y in zip(ta, tb):
@@ -39,11 +43,15 @@ def common_prefix_len(a: str, b: str, *, tokens: bool = False) -> int:
 def common_suffix_len(a: str, b: str, *, tokens: bool = False, limit: int | None = None) -> int:
     """Length of the common suffix; ``limit`` caps it (so it cannot overlap a known prefix)."""
     if not tokens:
-        n = min(len(a), len(b)) if limit is None else min(len(a), len(b), limit)
-        i = 0
-        while i < n and a[-1 - i] == b[-1 - i]:
-            i += 1
-        return i
+        lo, hi = 0, min(len(a), len(b)) if limit is None else min(len(a), len(b), limit)
+        la, lb = len(a), len(b)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if a[la - mid:la - lo] == b[lb - mid:lb - lo]:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
     ta, tb = tokenize(a), tokenize(b)
     size = 0
     for x, y in zip(reversed(ta), reversed(tb)):

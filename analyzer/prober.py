@@ -32,7 +32,7 @@ class Prober:
         self.template = template
         self.engine = engine
         now = lambda: PINNED_NOW  # noqa: E731
-        self._primary = make_renderer(template, engine, limits=limits, now=now)
+        self._primary = make_renderer(template, engine, limits=limits, now=now, reuse_tools=engine == "jinja2")
         self._fallbacks = []
         if fallbacks:
             if engine == "jinja2":
@@ -41,6 +41,8 @@ class Prober:
             self._fallbacks.append(make_renderer(template, "minijinja" if engine == "jinja2" else "jinja2",
                                                  limits=limits, now=now))
         self._cache: dict[str, str | RenderError] = {}
+        self._tool_keys: dict[int, str] = {}
+        self._pinned: list[Any] = []
         self.failures: dict[str, ProbeFailure] = {}
         self.fallback_used: dict[str, str] = {}
         self.content_format = "string"
@@ -49,7 +51,13 @@ class Prober:
         self.renders = 0
 
     def _key(self, messages: Sequence[dict[str, Any]], tools: Any, agp: bool, kwargs: dict[str, Any]) -> str:
-        return json.dumps([messages, tools, agp, kwargs], sort_keys=True, default=repr)
+        # tools are large and shared between probes: key them by identity, once
+        tkey = self._tool_keys.get(id(tools))
+        if tkey is None:
+            tkey = json.dumps(tools, sort_keys=True, default=repr)
+            self._tool_keys[id(tools)] = tkey
+            self._pinned.append(tools)  # keep the id valid for the prober's lifetime
+        return json.dumps([messages, agp, kwargs], sort_keys=True, default=repr) + tkey
 
     def render(self, probe: str, messages: Sequence[dict[str, Any]], *, tools: Sequence[Any] | None = None,
                add_generation_prompt: bool = False, record: bool = True, **kwargs: Any) -> str | None:
@@ -84,6 +92,8 @@ class Prober:
         except RenderError as e:
             first = e.with_probe(probe)
         for fb in self._fallbacks:
+            if getattr(fb, "sandbox", "") == "relaxed" and "sandbox refused" not in first.reason:
+                continue  # a mutable sandbox only helps where the immutable one refused
             try:
                 out = fb.render(msgs, tools=tools, add_generation_prompt=agp, **kwargs)
             except (RenderError, TemplateError):  # TemplateError: the fallback cannot compile it

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-import jinja2.meta
 from jinja2 import nodes
 
 from .render import _ENVIRONMENTS, parse_template
@@ -45,11 +44,22 @@ def _consts(node: nodes.Node) -> list[str]:
     return []
 
 
+def _read_names(ast: nodes.Template) -> frozenset[str]:
+    """Names the template reads but never sets anywhere (a cheap stand-in for
+    ``jinja2.meta.find_undeclared_variables``, which runs a whole code-generation pass)."""
+    loaded, stored = set(), set()
+    for n in ast.find_all(nodes.Name):
+        (stored if n.ctx in ("store", "param") else loaded).add(n.name)
+    for m in ast.find_all(nodes.Macro):
+        stored.add(m.name)
+    return frozenset(loaded - stored)
+
+
 @lru_cache(maxsize=512)
 def template_info(source: str) -> TemplateInfo:
     """Undeclared variables, compared constants and literal strings of ``source``."""
     ast = parse_template(source)
-    variables = frozenset(jinja2.meta.find_undeclared_variables(ast)) - set(_ENVIRONMENTS["immutable"].globals)
+    variables = _read_names(ast) - set(_ENVIRONMENTS["immutable"].globals)
     compared: dict[str, list[str]] = {}
 
     def note(var: str, values: list[str]) -> None:

@@ -64,9 +64,17 @@ _SCHEMA_TYPES = {P.ARG_S: "string", P.ARG_T: "string", K_INT: "integer", K_NUM: 
                  K_NULL: "string", K_ARR: "array", K_OBJ: "object", "big_key": "integer"}
 
 
-def probe_tools() -> list[dict[str, Any]]:
+def _make_probe_tools() -> list[dict[str, Any]]:
     props = {k: {"type": t, "description": f"probe {t}"} for k, t in _SCHEMA_TYPES.items()}
     return [P.tool_schema(n, props, required=[P.ARG_S]) for n in (P.FN_A, P.FN_B, P.FN_C)]
+
+
+_PROBE_TOOLS = _make_probe_tools()
+
+
+def probe_tools() -> list[dict[str, Any]]:
+    """The probe tools (one shared list: renderers copy what they hand to a template)."""
+    return _PROBE_TOOLS
 
 
 Call = tuple[str, dict[str, Any], str]  # name, arguments, id
