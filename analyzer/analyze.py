@@ -78,7 +78,8 @@ def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "ji
         thinking_full = prober.render(f"generation_prompt[{thinking.name}]", list(turns.base),
                                       add_generation_prompt=True, **dict(thinking.kwargs))
         content = detect_content(turns, reasoning, thinking_full)
-        tool_structure = analyze_tools(prober, caps, turns, reasoning, content.end_of_turn)
+        tool_structure = analyze_tools(prober, caps, turns, reasoning, content.end_of_turn,
+                                       (content.start, content.end), content.final_suffix)
     except RenderError as e:  # a render that escaped the prober (should not happen)
         raise AnalysisError(str(e), template=loaded.name) from None
     header = _strip_reasoning_tail(turns.header, reasoning)
@@ -97,14 +98,17 @@ def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "ji
         reasoning_kept=reasoning.kept if reasoning else "",
     )
     from dataclasses import replace
-    caps = replace(caps, reasoning_field=reasoning.field if reasoning else "")
+    prompts = {s.prompt for s, _ in modes}
+    caps = replace(caps, reasoning_field=reasoning.field if reasoning else "",
+                   supports_thinking_toggle=len(prompts) > 1 or len({m for _, m in modes}) > 1)
     settings = tuple(ThinkingSetting(name=s.name, kwargs=s.kwargs, generation_prompt=s.prompt, reasoning_mode=m)
                      for s, m in modes)
     sha = hashlib.sha256(loaded.source.encode("utf-8")).hexdigest()
     return TemplateAnalysis(
         template=loaded.name, sha256=sha, engine=engine, caps=caps, content_structure=cs,
         generation_prompt=turns.default.prompt, generation_prompt_thinking=thinking.prompt,
-        assistant_start=header, end_of_turn=content.end_of_turn, thinking_settings=settings,
+        assistant_start=header, end_of_turn=content.end_of_turn, final_suffix=content.final_suffix,
+        thinking_settings=settings,
         probe_failures=prober.recorded_failures(), fallback_renders=prober.recorded_fallbacks(),
         notes=tuple(notes), tool_call_structure=tool_structure, tokens_are_stand_ins=loaded.tokens_are_stand_ins)
 

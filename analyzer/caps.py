@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ class ToolProbeForms:
 
     args_as_string: bool  # pass arguments as a JSON string (else as an object)
     with_ids: bool
+    empty_content: bool = False  # the template needs content "" on tool-call turns (not absent)
 
 
 def _region(prober: Prober, probe: str, before: list[dict], after: list[dict], **kw: Any) -> str | None:
@@ -61,9 +63,12 @@ def _tools_for(*names: str) -> list[dict[str, Any]]:
 
 def tool_call_messages(forms: ToolProbeForms, calls: list[tuple[str, dict[str, Any], str]],
                        content: str | None = None, **extra: Any) -> dict[str, Any]:
-    """An assistant message with ``calls`` written the way this template wants them."""
+    """An assistant message with ``calls`` written the way this template wants them (no content
+    is written as "" for templates that need a string)."""
     tool_calls = [P.tool_call(name, json.dumps(args, ensure_ascii=False) if forms.args_as_string else args,
                               cid if forms.with_ids else None) for name, args, cid in calls]
+    if content is None and forms.empty_content:
+        content = ""
     return P.assistant(content, tool_calls=tool_calls, **extra)
 
 
@@ -87,21 +92,27 @@ def detect_tool_forms(prober: Prober, base: list[dict]) -> tuple[ToolProbeForms 
         return bool(region and (P.FN_A in region or P.ID_A in region) and P.VAL_S in region
                     and '\\"' not in region and "{'" not in region)
 
+    args_json = json.dumps(args, ensure_ascii=False)
     flags = {"requires_object_arguments": False, "requires_string_arguments": False,
              "requires_nonnull_content": False}
     for content_none in (True, False):
         obj, string = regions[(content_none, False)], regions[(content_none, True)]
         if well_formed(obj) or well_formed(string):
-            flags["requires_object_arguments"] = well_formed(obj) and not well_formed(string)
+            # a string pasted where the object form writes the template's own syntax is not
+            # the model's format either: the object form is required then
+            pasted = (well_formed(obj) and string is not None and obj != string and args_json in string
+                      and args_json not in obj)
+            flags["requires_object_arguments"] = well_formed(obj) and (not well_formed(string) or pasted)
             flags["requires_string_arguments"] = well_formed(string) and not well_formed(obj)
             flags["requires_nonnull_content"] = not content_none
-            return ToolProbeForms(args_as_string=not well_formed(obj), with_ids=True), flags
+            return ToolProbeForms(args_as_string=not well_formed(obj), with_ids=True,
+                                  empty_content=not content_none), flags
     for content_none in (True, False):  # the name renders but not the value: still a call
         for as_string in (False, True):
             region = regions[(content_none, as_string)]
             if region and P.FN_A in region:
                 flags["requires_nonnull_content"] = not content_none
-                return ToolProbeForms(args_as_string=as_string, with_ids=True), flags
+                return ToolProbeForms(args_as_string=as_string, with_ids=True, empty_content=not content_none), flags
     return None, flags
 
 
@@ -128,8 +139,29 @@ def detect_requires_tools(prober: Prober) -> bool:
     return isinstance(with_tools, str)
 
 
+_UNDEFINED = re.compile(r"'(\w+)' is undefined")
+MAX_STAND_INS = 3
+
+
+def detect_stand_ins(prober: Prober) -> dict[str, str]:
+    """Custom top-level variables the template cannot render without (``functions``, ...):
+    each gets an empty stand-in so the rest of it can be probed."""
+    found: dict[str, str] = {}
+    for _ in range(MAX_STAND_INS):
+        out = prober.try_render("stand_ins", [P.user()], add_generation_prompt=True)
+        if isinstance(out, str):
+            break
+        m = _UNDEFINED.search(out.reason)
+        if m is None or m.group(1) in found:
+            break
+        found[m.group(1)] = ""
+        prober.default_kwargs[m.group(1)] = ""
+    return found
+
+
 def probe_caps(prober: Prober) -> Caps:
     """Probe every capability of the template behind ``prober``."""
+    stand_ins = detect_stand_ins(prober)
     prober.content_format = detect_content_format(prober)
     requires_tools = detect_requires_tools(prober)
     if requires_tools:
@@ -139,10 +171,13 @@ def probe_caps(prober: Prober) -> Caps:
     sys_out = prober.render("system_role", [P.system(), P.user()])
     supports_system = sys_out is not None and P.SYSTEM in sys_out
 
-    plain = prober.render("tools:base", base)
-    with_tools = prober.render("tools", base, tools=_tools_for(P.FN_A))
-    supports_tools = with_tools is not None and P.FN_A in with_tools and (
-        requires_tools or plain is None or P.FN_A not in plain)
+    supports_tools = False
+    for convo in ([P.user()], [P.system(), P.user()]):  # some templates list tools only with a system turn
+        plain = prober.render(f"tools:base[{len(convo)}]", convo)
+        with_tools = prober.render(f"tools[{len(convo)}]", convo, tools=_tools_for(P.FN_A))
+        if with_tools is not None and P.FN_A in with_tools and (requires_tools or plain is None or P.FN_A not in plain):
+            supports_tools = True
+            break
 
     forms, flags = detect_tool_forms(prober, base)
     supports_calls = forms is not None
@@ -158,27 +193,30 @@ def probe_caps(prober: Prober) -> Caps:
         supports_parallel = region is not None and P.FN_A in region and P.FN_B in region
         # null content: transformers drops None-valued keys, so a template that reads
         # message.get('content') sees None and may print "None"; one that needs a string raises.
-        null_msg = tool_call_messages(forms, [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)], content=None)
-        empty_msg = tool_call_messages(forms, [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)], content="")
-        null_region = _region(prober, "null_content", base, base + [null_msg], tools=tools)
-        empty_region = _region(prober, "empty_content", base, base + [empty_msg], tools=tools)
-        requires_nonnull = flags["requires_nonnull_content"] or (empty_region is not None and (
-            null_region is None or ("None" in null_region and "None" not in empty_region)))
+        loose = ToolProbeForms(args_as_string=forms.args_as_string, with_ids=True, empty_content=False)
+        null_msg = tool_call_messages(loose, [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)], content=None)
+        empty_msg = tool_call_messages(loose, [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)], content="")
+        requires_nonnull = flags["requires_nonnull_content"]
+        for after in ([], [P.tool_result()]):  # the call as the last message, and followed by a result
+            null_region = _region(prober, f"null_content[{len(after)}]", base, base + [null_msg] + after, tools=tools)
+            empty_region = _region(prober, f"empty_content[{len(after)}]", base, base + [empty_msg] + after,
+                                   tools=tools)
+            if empty_region is not None and (null_region is None or ("None" in null_region
+                                                                     and "None" not in empty_region)):
+                requires_nonnull = True
+        if requires_nonnull and not forms.empty_content:
+            forms = ToolProbeForms(forms.args_as_string, True, empty_content=True)
+            call = tool_call_messages(forms, [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)])
+            resp = _region(prober, "tool_response:nonnull", base + [call], base + [call, P.tool_result()],
+                           tools=tools)
+            supports_responses = supports_responses or (resp is not None and P.TOOL_RESULT in resp)
+            two = tool_call_messages(forms, [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A),
+                                             (P.FN_B, {P.ARG_S: P.VAL_T}, P.ID_B)])
+            region = _region(prober, "parallel_tool_calls:nonnull", base, base + [two], tools=tools)
+            supports_parallel = supports_parallel or (region is not None and P.FN_A in region and P.FN_B in region)
 
     info = _info(prober)
     controls = thinking_controls(info) if info is not None else ()
-    toggle = False
-    on = prober.render("thinking_toggle:on", base, add_generation_prompt=True, enable_thinking=True)
-    off = prober.render("thinking_toggle:off", base, add_generation_prompt=True, enable_thinking=False)
-    if on is not None and off is not None and on != off:
-        toggle = True
-    for var in controls:
-        if toggle:
-            break
-        values = info.constants_for(var) if info is not None else ()
-        outs = {prober.render(f"thinking_toggle:{var}={v!r}", base, add_generation_prompt=True, **{var: v})
-                for v in (values or (True, False))}
-        toggle = len({o for o in outs if o is not None}) > 1
     if "enable_thinking" in (info.variables if info else ()) and "enable_thinking" not in controls:
         controls = ("enable_thinking",) + controls
 
@@ -191,9 +229,10 @@ def probe_caps(prober: Prober) -> Caps:
         requires_object_arguments=flags.get("requires_object_arguments", False),
         requires_string_arguments=flags.get("requires_string_arguments", False),
         requires_nonnull_content=requires_nonnull,
-        supports_thinking_toggle=toggle,
+        supports_thinking_toggle=False,  # set from the thinking settings (analyzer.analyze)
         content_format=prober.content_format,
         requires_tools=requires_tools,
+        stand_in_variables=tuple(sorted(stand_ins)),
         thinking_controls=controls,
     )
 
@@ -206,5 +245,7 @@ def _info(prober: Prober) -> TemplateInfo | None:
 
 
 def tool_forms(caps: Caps) -> ToolProbeForms:
-    """The argument form tool-call probes use: an object unless the template takes only strings."""
-    return ToolProbeForms(args_as_string=caps.requires_string_arguments, with_ids=True)
+    """How tool-call probes are written: arguments as an object unless the template takes only
+    strings; content "" when the template needs a string there."""
+    return ToolProbeForms(args_as_string=caps.requires_string_arguments, with_ids=True,
+                          empty_content=caps.requires_nonnull_content)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .markers import CONTENT_WORDS, is_marker, mirror_split, tokenize
+from .markers import CONTENT_WORDS, is_marker, is_opening, mirror_split, tokenize
 from .probes import NEEDLES
 from .reasoning import Reasoning, adjacent_pairs
 from .structures import ContentMode
@@ -25,6 +25,7 @@ class Content:
     start: str
     end: str
     end_of_turn: str
+    final_suffix: str = ""
 
 
 def _strip_empty_reasoning(before: str, r: Reasoning | None) -> str:
@@ -68,11 +69,51 @@ def detect_content(turns: Turns, r: Reasoning | None, thinking_prompt_full: str 
         if pairs:
             start, end = pairs[0]
             mode = ContentMode.WRAPPED_WITH_REASONING
-    eot = after
-    if end and eot.startswith(end):
-        eot = eot[len(end):]
-    elif end:
-        toks = tokenize(eot)
+    eot = _end_of_turn(after, turns.between_turns, end)
+    last = _strip_closer(after, end)
+    final = last if last.strip() and last.strip() != eot.strip() else ""
+    return Content(mode=mode, start=start, end=end, end_of_turn=eot, final_suffix=final)
+
+
+def _strip_closer(text: str, end: str) -> str:
+    if end and text.startswith(end):
+        return text[len(end):]
+    if end:
+        toks = tokenize(text)
         k = next((i for i, t in enumerate(toks) if not t.isspace()), 0)
-        eot = "".join(toks[k:])[len(end):] if "".join(toks[k:]).startswith(end) else eot
-    return Content(mode=mode, start=start, end=end, end_of_turn=eot)
+        rest = "".join(toks[k:])
+        return rest[len(end):] if rest.startswith(end) else text
+    return text
+
+
+def _until_next_opening(text: str) -> str:
+    """A turn's end stops where the next turn opens: at an opening marker after a closer."""
+    from .markers import is_closing
+    toks = tokenize(text)
+    closed = False
+    for i, t in enumerate(toks):
+        if is_marker(t) and is_closing(t):
+            closed = True
+        elif closed and is_marker(t) and is_opening(t):
+            return "".join(toks[:i])
+    return text
+
+
+def _end_of_turn(last: str, between: str | None, end: str) -> str:
+    """The end of an assistant turn: what follows its content both when it is the last message
+    and when a user turn follows (text written once at the end of the conversation, or a
+    header always appended after it, is not part of the turn). A closer written only between
+    turns (nothing follows the last message) is still the turn's end."""
+    last = _strip_closer(last, end)
+    if between is None:
+        return last
+    between = _strip_closer(between, end)
+    from .diff import common_prefix_len
+    common = _until_next_opening(last[:common_prefix_len(last, between, tokens=True)])
+    if common.strip():
+        return common
+    # nothing after the last message: the closer is whatever precedes the user turn's opening
+    toks = tokenize(between)
+    opening = max((i for i, t in enumerate(toks) if is_marker(t) and is_opening(t)), default=None)
+    closer = "".join(toks[:opening]) if opening is not None else ""
+    return closer if closer.strip() else common

@@ -48,6 +48,8 @@ class Prober:
         self.content_format = "string"
         # Tools passed when a probe passes none: set for templates that only render with tools.
         self.default_tools: list[dict[str, Any]] | None = None
+        # Variables every render gets: stand-ins for custom variables a template cannot do without.
+        self.default_kwargs: dict[str, Any] = {}
         self.renders = 0
 
     def _key(self, messages: Sequence[dict[str, Any]], tools: Any, agp: bool, kwargs: dict[str, Any]) -> str:
@@ -72,6 +74,8 @@ class Prober:
         msgs = as_parts(list(messages)) if self.content_format == "parts" else list(messages)
         if tools is None:
             tools = self.default_tools
+        if self.default_kwargs:
+            kwargs = {**self.default_kwargs, **kwargs}
         key = self._key(msgs, tools, add_generation_prompt, kwargs)
         if key not in self._cache:
             self._cache[key] = self._render(probe, msgs, tools, add_generation_prompt, kwargs)

@@ -44,6 +44,7 @@ class Reasoning:
     content_start: str = ""  # a content wrapper seen right after the reasoning end
     prefilled_start: bool = False  # the generation prompt writes the start marker
     settings_with_markers: tuple[str, ...] = ()  # for instructions-only markers
+    probe_kwargs: tuple[tuple[str, Any], ...] = ()  # the thinking setting past reasoning renders under
 
 
 def _reasoning_like(marker: str) -> bool:
@@ -125,16 +126,20 @@ class _Seen:
     has_content: bool
 
 
-def _render_ctx(prober: Prober, caps: Caps, ctx: str, shape: str, fields: dict[str, Any]) -> _Seen | None:
+def _render_ctx(prober: Prober, caps: Caps, ctx: str, shape: str, fields: dict[str, Any],
+                kwargs: dict[str, Any] | None = None) -> _Seen | None:
+    kwargs = kwargs or {}
+    tag = f"{ctx};{','.join(f'{k}={v}' for k, v in kwargs.items())}" if kwargs else ctx
     before, convo, tools = _conversation(ctx, fields, caps)
-    out = prober.render(f"reasoning[{shape}@{ctx}]", convo, tools=tools)
+    out = prober.render(f"reasoning[{shape}@{tag}]", convo, tools=tools, **kwargs)
     if out is None:
         return None
-    plain = prober.render(f"context_prompt[{ctx}]", before, tools=tools) or ""
+    plain = prober.render(f"context_prompt[{tag}]", before, tools=tools, **kwargs) or ""
     r_abs = out.find(P.REASONING, common_prefix_len(plain, out))
     if r_abs < 0:
         return None
-    full = prober.render(f"context_generation_prompt[{ctx}]", before, tools=tools, add_generation_prompt=True)
+    full = prober.render(f"context_generation_prompt[{tag}]", before, tools=tools, add_generation_prompt=True,
+                         **kwargs)
     gen = full[common_prefix_len(plain, full, tokens=True):] if full is not None else ""
     m0, header_len = assistant_region(out, plain, gen, anchor=P.USER, limit=r_abs)
     msg = out[m0:]
@@ -146,7 +151,7 @@ def _render_ctx(prober: Prober, caps: Caps, ctx: str, shape: str, fields: dict[s
     if any(k in msg[header_len:r] + between for k in _PROBE_KEYS):
         return None
     _, no_reasoning, _ = _conversation(ctx, {"content": P.CONTENT}, caps)
-    ref = prober.render(f"reasoning[none@{ctx}]", no_reasoning, tools=tools) or ""
+    ref = prober.render(f"reasoning[none@{tag}]", no_reasoning, tools=tools, **kwargs) or ""
     c0 = ref.find(P.CONTENT, common_prefix_len(plain, ref))
     pre = ""
     if c0 >= 0:
@@ -177,27 +182,46 @@ def _split_after_reasoning(seen: _Seen, ctx: str) -> tuple[str, str]:
     return end + rest, ""
 
 
+def _kwargs_options(turns: Turns) -> list[dict[str, Any]]:
+    """Template kwargs to probe past reasoning under: none first, then each thinking setting
+    (some templates render past reasoning only while thinking is on)."""
+    out: list[dict[str, Any]] = [{}]
+    for s in turns.settings:
+        kw = dict(s.kwargs)
+        if kw and kw not in out:
+            out.append(kw)
+    return out
+
+
 def _from_message(prober: Prober, caps: Caps, turns: Turns) -> Reasoning | None:
     shapes = _shapes_to_try(prober.template.source)
-    hit: tuple[str, dict[str, Any], str, _Seen] | None = None
-    for ctx in _contexts(caps):
-        for shape, fields in shapes:
-            seen = _render_ctx(prober, caps, ctx, shape, fields)
-            if seen is not None:
-                hit = (shape, fields, ctx, seen)
+    hit: tuple[str, dict[str, Any], str, _Seen, dict[str, Any]] | None = None
+    for kwargs in _kwargs_options(turns) if shapes else []:
+        for ctx in _contexts(caps):
+            for shape, fields in shapes:
+                seen = _render_ctx(prober, caps, ctx, shape, fields, kwargs)
+                if seen is not None:
+                    hit = (shape, fields, ctx, seen, kwargs)
+                    break
+            if hit:
                 break
         if hit:
             break
     if hit is None:
         return None
-    shape, fields, ctx, seen = hit
-    ctxs = {ctx} | {c for c in _contexts(caps) if c != ctx and _render_ctx(prober, caps, c, shape, fields)}
+    shape, fields, ctx, seen, kwargs = hit
+    ctxs = {ctx} | {c for c in _contexts(caps)
+                    if c != ctx and _render_ctx(prober, caps, c, shape, fields, kwargs)}
     kept = "all" if "history" in ctxs else "last_turn" if "last" in ctxs else "tool_turns"
 
     end, content_start = _split_after_reasoning(seen, ctx)
     if not end.strip() and not seen.start.strip():
         return None  # reasoning written with nothing around it: not separable from content
     start, prefilled = seen.start, False
+    opener = mirror_split(seen.start, end) if seen.start.strip() else None
+    if opener is not None and not seen.start[:seen.start.find(opener[0])].isspace() and \
+            seen.start.find(opener[0]) > 0:
+        start = opener[0]  # text before the opener is the header's, not the marker's
     if not seen.start.strip():
         mirrored = mirror_split(seen.header, end)
         if mirrored is not None:
@@ -206,7 +230,7 @@ def _from_message(prober: Prober, caps: Caps, turns: Turns) -> Reasoning | None:
             start = ""  # implicit: the prompt opens reasoning without a marker
     source = "content_blocks" if shape.startswith("content_blocks") else "reasoning_field"
     return Reasoning(start=start, end=end, source=source, field=shape, kept=kept,
-                     content_start=content_start, prefilled_start=prefilled)
+                     content_start=content_start, prefilled_start=prefilled, probe_kwargs=tuple(kwargs.items()))
 
 
 # --------------------------------------------------------------------------- methods 2-4

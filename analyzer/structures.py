@@ -85,6 +85,8 @@ class Caps:
     # Extension: the template fails unless tools are passed (a tool-only variant); every probe
     # then passes the probe tools.
     requires_tools: bool = False
+    # Custom variables the template fails without; probed with an empty stand-in.
+    stand_in_variables: tuple[str, ...] = ()
     # The message key the template reads reasoning from ("" when it reads none).
     reasoning_field: str = ""
     # Template variables that switch thinking on/off (enable_thinking, thinking, ...).
@@ -249,6 +251,10 @@ class TemplateAnalysis:
     generation_prompt_thinking: str = ""
     assistant_start: str = ""
     end_of_turn: str = ""
+    # What the template writes after the last message's content when it differs from
+    # end_of_turn (an end-of-sequence token, a header it always appends): text that may end
+    # the output, and is then not content.
+    final_suffix: str = ""
     thinking_settings: tuple[ThinkingSetting, ...] = ()
     probe_failures: tuple[ProbeFailure, ...] = ()
     fallback_renders: tuple[str, ...] = ()  # probes rendered by a fallback engine/sandbox

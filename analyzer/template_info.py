@@ -26,10 +26,10 @@ from .render import _ENVIRONMENTS, parse_template
 @dataclass(frozen=True, slots=True)
 class TemplateInfo:
     variables: frozenset[str]
-    compared: tuple[tuple[str, tuple[str, ...]], ...]  # variable -> string constants it meets
+    compared: tuple[tuple[str, tuple[str | int, ...]], ...]  # variable -> constants it meets
     literals: tuple[str, ...]  # every string constant and text block in the source
 
-    def constants_for(self, name: str) -> tuple[str, ...]:
+    def constants_for(self, name: str) -> tuple[str | int, ...]:
         return next((vals for var, vals in self.compared if var == name), ())
 
 
@@ -38,21 +38,43 @@ def _consts(node: nodes.Node) -> list[str]:
     # the compiled template (parsed once), so both forms occur.
     if isinstance(node, nodes.Const):
         values = node.value if isinstance(node.value, (list, tuple)) else [node.value]
-        return [v for v in values if isinstance(v, str)]
+        return [v for v in values if isinstance(v, (str, int)) and not isinstance(v, bool)]
     if isinstance(node, (nodes.List, nodes.Tuple)):
         return [v for item in node.items for v in _consts(item)]
     return []
 
 
+def _subject(node: nodes.Node) -> str | None:
+    """The variable an expression is about, through filters: ``x | lower`` → ``x``."""
+    while isinstance(node, nodes.Filter):
+        node = node.node
+    return node.name if isinstance(node, nodes.Name) else None
+
+
 def _read_names(ast: nodes.Template) -> frozenset[str]:
-    """Names the template reads but never sets anywhere (a cheap stand-in for
-    ``jinja2.meta.find_undeclared_variables``, which runs a whole code-generation pass)."""
+    """Names the template reads from its caller (a cheap stand-in for
+    ``jinja2.meta.find_undeclared_variables``, which runs a whole code-generation pass).
+
+    A name the template also sets is still an input when it is given a default
+    (``x | default(..)``, ``x is defined``, ``set x = x ...``): that is how templates declare
+    optional switches."""
     loaded, stored = set(), set()
     for n in ast.find_all(nodes.Name):
         (stored if n.ctx in ("store", "param") else loaded).add(n.name)
     for m in ast.find_all(nodes.Macro):
         stored.add(m.name)
-    return frozenset(loaded - stored)
+    defaulted = set()
+    for t in ast.find_all(nodes.Test):
+        if t.name in ("defined", "undefined", "none") and _subject(t.node):
+            defaulted.add(_subject(t.node))
+    for f in ast.find_all(nodes.Filter):
+        if f.name in ("default", "d") and _subject(f.node):
+            defaulted.add(_subject(f.node))
+    for a in ast.find_all(nodes.Assign):
+        if isinstance(a.target, nodes.Name):
+            if any(n.name == a.target.name for n in a.node.find_all(nodes.Name)):
+                defaulted.add(a.target.name)
+    return frozenset((loaded - stored) | (defaulted & loaded))
 
 
 @lru_cache(maxsize=512)
@@ -70,13 +92,13 @@ def template_info(source: str) -> TemplateInfo:
 
     for cmp in ast.find_all(nodes.Compare):
         operands = [cmp.expr] + [op.expr for op in cmp.ops]
-        names = [o.name for o in operands if isinstance(o, nodes.Name)]
+        names = [n for n in (_subject(o) for o in operands) if n]
         values = [v for o in operands for v in _consts(o)]
         for name in names:
             note(name, values)
     for flt in ast.find_all(nodes.Filter):  # x | default("high")
-        if flt.name in ("default", "d") and isinstance(flt.node, nodes.Name):
-            note(flt.node.name, [v for a in flt.args for v in _consts(a)])
+        if flt.name in ("default", "d") and _subject(flt.node):
+            note(_subject(flt.node), [v for a in flt.args for v in _consts(a)])
     for cond in ast.find_all(nodes.CondExpr):  # x if x is defined else "high"
         if isinstance(cond.test, nodes.Test) and isinstance(cond.test.node, nodes.Name):
             note(cond.test.node.name, _consts(cond.expr2) if cond.expr2 is not None else [])

@@ -116,6 +116,8 @@ class _Ctx:
     reasoning: Reasoning | tuple[str, str] | None
     eot: str
     content_none: bool
+    content_wrapper: tuple[str, str] | None = None  # an empty wrapper before calls is not theirs
+    final_suffix: str = ""  # what the template writes after the last message
     blocks: dict[str, str | None] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
 
@@ -141,9 +143,12 @@ class _Ctx:
                     default=len(out))
         start, header = assistant_region(out, plain, gen, anchor=P.USER, limit=first)
         block = out[start + header:]
-        if self.eot and block.endswith(self.eot):
-            block = block[:-len(self.eot)]
-        return _strip_empty_reasoning(block, self.reasoning)
+        for tail in sorted((t for t in (self.final_suffix, self.eot) if t), key=len, reverse=True):
+            if block.endswith(tail):  # what ends the last message (an EOS, the turn's end)
+                block = block[:-len(tail)]
+                break
+        block = _strip_empty_reasoning(block, self.reasoning)
+        return _strip_empty_reasoning(block, self.content_wrapper) if self.content_wrapper else block
 
 
 def _strip_empty_reasoning(block: str, r: Reasoning | tuple[str, str] | None) -> str:
@@ -760,14 +765,16 @@ def _unsupported(reason: str, **extra: Any) -> ToolCallStructure:
 
 
 def analyze_tools(prober: Prober, caps: Caps, turns: Turns, reasoning: Reasoning | None,
-                  end_of_turn: str) -> ToolCallStructure:
+                  end_of_turn: str, content_wrapper: tuple[str, str] | None = None,
+                  final_suffix: str = "") -> ToolCallStructure:
     """Phase 2 for the template behind ``prober`` (see the module docstring)."""
-    ts = _analyze_tools(prober, caps, turns, reasoning, end_of_turn)
+    ts = _analyze_tools(prober, caps, turns, reasoning, end_of_turn, content_wrapper, final_suffix)
     return ts if not ts.call_parts else _classify(ts, turns.default.prompt)
 
 
 def _analyze_tools(prober: Prober, caps: Caps, turns: Turns, reasoning: Reasoning | None,
-                   end_of_turn: str) -> ToolCallStructure:
+                   end_of_turn: str, content_wrapper: tuple[str, str] | None = None,
+                   final_suffix: str = "") -> ToolCallStructure:
     if not caps.supports_tool_calls:
         if not caps.supports_tools:
             return _unsupported("template ignores `tools` and `tool_calls`")
@@ -780,7 +787,9 @@ def _analyze_tools(prober: Prober, caps: Caps, turns: Turns, reasoning: Reasonin
         return _unsupported("template renders the tools list but not assistant tool calls, "
                             "and its instructions state no call syntax that could be read")
     c = _Ctx(prober=prober, forms=tool_forms(caps), turns=turns, reasoning=reasoning, eot=end_of_turn,
-             content_none=not caps.requires_nonnull_content)
+             content_none=not caps.requires_nonnull_content,
+             content_wrapper=content_wrapper if content_wrapper and content_wrapper[1].strip() else None,
+             final_suffix=final_suffix)
     if c.block("one") is None:
         return _unsupported(f"the probe tool call failed to render: {c.failures.get('one', '?')}")
     try:
@@ -808,9 +817,15 @@ def _content_and_reasoning(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:
         j = block.find(calls_text, i)
         if j >= 0:
             after_content, sep = True, block[i:j]
-    msg = tool_call_messages(c.forms, PROBES["one"], content=None if c.content_none else "",
-                             reasoning_content=P.REASONING)
-    out = c.prober.render("tools[reasoning+calls]", [P.user(), msg], tools=probe_tools())
+    # reasoning on a tool-call turn, written the way this template takes reasoning
+    r = c.reasoning if isinstance(c.reasoning, Reasoning) else None
+    shape = dict(P.reasoning_shapes(P.REASONING, "")).get(r.field if r and r.field else "reasoning_content", {})
+    fields = {k: v for k, v in shape.items() if k != "content"}
+    if "content" in shape and not isinstance(shape["content"], str):
+        fields["content"] = shape["content"]  # content blocks carry the reasoning
+    msg = tool_call_messages(c.forms, PROBES["one"], **fields)
+    kwargs = dict(r.probe_kwargs) if r else {}
+    out = c.prober.render("tools[reasoning+calls]", [P.user(), msg], tools=probe_tools(), **kwargs)
     keeps = out is not None and P.REASONING in out
     return replace(ts, calls_after_content=after_content, content_separator=sep, reasoning_on_tool_turns=keeps)
 
@@ -845,7 +860,8 @@ def template_tool_block(template: Any, analysis: Any, calls: list[Call]) -> str 
     cs = analysis.content_structure
     c = _Ctx(prober=prober, forms=tool_forms(analysis.caps), turns=None,  # type: ignore[arg-type]
              reasoning=(cs.reasoning_start, cs.reasoning_end), eot=analysis.end_of_turn,
-             content_none=not analysis.caps.requires_nonnull_content)
+             content_none=not analysis.caps.requires_nonnull_content, final_suffix=analysis.final_suffix,
+             content_wrapper=(cs.content_start, cs.content_end) if cs.content_end.strip() else None)
     return c._render_block("example", calls)
 
 

@@ -40,7 +40,8 @@ class Turns:
     message_start: int    # where the assistant message starts in content_render
     header: str           # the assistant message's opening that the default prompt shares
     before_content: str   # between header and CONTENT
-    after_content: str    # after CONTENT, to the end
+    after_content: str    # after CONTENT, to the end (the assistant turn is the last message)
+    between_turns: str | None = None  # after CONTENT when another user turn follows, up to it
 
     @property
     def default(self) -> SettingRender:
@@ -111,4 +112,17 @@ def probe_turns(prober: Prober, caps: Caps) -> Turns:
     c = c_abs - start
     return Turns(base=tuple(base), settings=tuple(settings), content_render=rendered, message_start=start,
                  header=message[:header_len], before_content=message[header_len:c],
-                 after_content=message[c + len(P.CONTENT):])
+                 after_content=message[c + len(P.CONTENT):],
+                 between_turns=_between_turns(prober, base, nogen))
+
+
+def _between_turns(prober: Prober, base: list[dict[str, Any]], nogen: str) -> str | None:
+    """What the template writes after an assistant turn's content when a user turn follows, up
+    to the user's text (the turn's closer, then the user turn's opening)."""
+    mid = prober.render("assistant_content:between", base + [P.assistant(P.CONTENT), P.user(P.USER2)])
+    if mid is None:
+        return None
+    c, u = mid.rfind(P.CONTENT), mid.rfind(P.USER2)
+    if c < 0 or u < c:
+        return None
+    return mid[c + len(P.CONTENT):u]

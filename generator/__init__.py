@@ -1,0 +1,15 @@
+"""chat-autoparser's generator: from a TemplateAnalysis to what a server runs.
+
+Example::
+
+    >>> from analyzer import analyze_template
+    >>> from generator import generate_parser
+    >>> params = generate_parser(analyze_template("templates/chatml-think.jinja"))
+    >>> params.parser.parse("Hello")["content"]
+    'Hello'
+"""
+
+from .build import MessageParser, MessageStream, as_delta
+from .params import ChatParams, generate_parser
+
+__all__ = ["generate_parser", "ChatParams", "MessageParser", "MessageStream", "as_delta"]

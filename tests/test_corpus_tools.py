@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from analyzer import probes as P
-from analyzer.caps import tool_call_messages, tool_forms
+from analyzer.caps import ToolProbeForms, tool_call_messages, tool_forms
 from analyzer.formatter import format_tool_calls
 from analyzer.load import load_template
 from analyzer.prober import Prober
@@ -30,11 +30,11 @@ KNOWN_FAILURES = {
 def _renders_tool_calls(path) -> bool:
     prober = Prober(load_template(path))
     for as_string in (False, True):
-        msg = tool_call_messages(type("F", (), {"args_as_string": as_string, "with_ids": True})(),
-                                 [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)])
-        out = prober.render("oracle", [P.user(), msg], tools=probe_tools())
-        if out is not None and P.FN_A in out[out.rfind(P.USER):]:
-            return True
+        for empty in (False, True):
+            msg = tool_call_messages(ToolProbeForms(as_string, True, empty), [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)])
+            out = prober.render("oracle", [P.user(), msg], tools=probe_tools())
+            if out is not None and (P.FN_A in out[out.rfind(P.USER):] or P.ID_A in out[out.rfind(P.USER):]):
+                return True
     return False
 
 
@@ -56,7 +56,9 @@ def test_formatter_reproduces_template(corpus_entry, analyzed):
     turns = probe_turns(prober, caps)
     ctx = _Ctx(prober=prober, forms=tool_forms(caps), turns=turns,
                reasoning=detect_reasoning(prober, caps, turns, None), eot=a.end_of_turn,
-               content_none=not caps.requires_nonnull_content)
+               content_none=not caps.requires_nonnull_content,
+               content_wrapper=(a.content_structure.content_start, a.content_structure.content_end)
+               if a.content_structure.content_end.strip() else None, final_suffix=a.final_suffix)
     mismatches = []
     for probe in VERIFY:
         calls = PROBES[probe]

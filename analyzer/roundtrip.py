@@ -1,0 +1,210 @@
+"""Render → parse fixed point (oracle 2) and reconstructability.
+
+For a scenario message M: render the conversation ending with M, cut out what the model would
+have generated (everything after the generation prompt), parse it with the generated parser,
+and compare with M. What the template itself drops (reasoning it never renders, ids it
+ignores) is not expected back; :class:`FixedPoint` records it as ``template_drops`` so losses are
+reported, not hidden.
+
+Example::
+
+    >>> from analyzer import analyze_template, load_template
+    >>> t = load_template("templates/chatml-think.jinja")
+    >>> r = fixed_point(t, analyze_template(t), "reasoning+content")
+    >>> r.ok, r.template_drops
+    (True, ())
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import probes as P
+from .caps import ToolProbeForms, tool_call_messages, tool_forms
+from .diff import common_prefix_len
+from .load import LoadedTemplate
+from .prober import Prober
+from .structures import ReasoningMode, TemplateAnalysis
+
+RT_TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.",
+                                      "parameters": {"type": "object", "properties": {
+                                          "city": {"type": "string"}, "days": {"type": "integer"},
+                                          "metric": {"type": "boolean"}},
+                                          "required": ["city"]}}},
+    {"type": "function", "function": {"name": "search_docs", "description": "Search the documents.",
+                                      "parameters": {"type": "object", "properties": {
+                                          "query": {"type": "string"}, "filters": {"type": "object"},
+                                          "limit": {"type": "number"}, "tags": {"type": "array"}},
+                                          "required": ["query"]}}},
+]
+WEATHER = ("get_weather", {"city": "Paris", "days": 3, "metric": True}, "callA0001")
+SEARCH = ("search_docs", {"query": "chat templates", "limit": 2.5}, "callB0002")
+TRICKY = ("search_docs", {"query": 'Zürich "quoted"\nline two\t\\ <b>&</b> 日本語 🎉',
+                          "filters": {"nested": {"list": [1, 2.5, True, None, "x"]}, "empty": {}},
+                          "limit": -7, "tags": ["a", "b"]}, "callC0003")
+
+CONTENT = "The answer is 42."
+REASONING = "First, think it through."
+
+SCENARIOS = ("content", "reasoning+content", "tool_call", "parallel_tool_calls", "content+tool_calls",
+             "reasoning+tool_calls", "tricky_arguments", "empty_arguments")
+
+
+@dataclass
+class FixedPoint:
+    scenario: str
+    ok: bool
+    skipped: str = ""                  # why the scenario does not apply
+    template_drops: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    generated: str = ""
+    parsed: dict[str, Any] = field(default_factory=dict)
+
+
+def _scenario_message(name: str, forms: ToolProbeForms, nonnull: bool) -> dict[str, Any] | None:
+    empty = "" if nonnull else None
+    if name == "content":
+        return P.assistant(CONTENT)
+    if name == "reasoning+content":
+        return P.assistant(CONTENT, reasoning_content=REASONING)
+    if name == "tool_call":
+        return tool_call_messages(forms, [WEATHER], content=empty)
+    if name == "parallel_tool_calls":
+        return tool_call_messages(forms, [WEATHER, SEARCH], content=empty)
+    if name == "content+tool_calls":
+        return tool_call_messages(forms, [WEATHER], content=CONTENT)
+    if name == "reasoning+tool_calls":
+        return tool_call_messages(forms, [WEATHER], content=empty, reasoning_content=REASONING)
+    if name == "tricky_arguments":
+        return tool_call_messages(forms, [TRICKY], content=empty)
+    if name == "empty_arguments":
+        return tool_call_messages(forms, [("get_weather", {}, "callD0004")], content=empty)
+    return None
+
+
+def generated_text(prober: Prober, message: dict[str, Any], tools: Any,
+                   kwargs: dict[str, Any]) -> tuple[str, str] | None:
+    """(prompt, generated) when the render of the conversation ending with ``message``
+    continues the generation prompt exactly (None otherwise, or if the template refuses it)."""
+    base = [P.user("What is the weather in Paris?")]
+    key = repr(sorted(kwargs.items()))
+    prompt = prober.render(f"roundtrip:prompt{key}", base, tools=tools, add_generation_prompt=True, **kwargs)
+    full = prober.render(f"roundtrip:message{key}", base + [message], tools=tools, **kwargs)
+    if prompt is None or full is None or not full.startswith(prompt):
+        return None
+    return prompt, full[len(prompt):]
+
+
+def _settings_for(analysis: TemplateAnalysis, wants_reasoning: bool) -> list[tuple[bool, dict[str, Any]]]:
+    """(enable_thinking, template kwargs) to try: thinking on first when the message reasons,
+    off first when it does not (a forced-open prompt is not continued by a plain answer)."""
+    from generator.build import thinking_setting  # noqa: PLC0415 - generator depends on analyzer, not back
+    order = (True, False) if wants_reasoning else (False, True)
+    out = []
+    for enable in order:
+        s = thinking_setting(analysis, enable)
+        out.append((enable, s.kwargs_dict if s is not None else {}))
+    return out
+
+
+def _expected_calls(message: dict[str, Any]) -> list[tuple[str, Any, str | None]]:
+    out = []
+    for c in message.get("tool_calls") or []:
+        args = c["function"]["arguments"]
+        out.append((c["function"]["name"], json.loads(args) if isinstance(args, str) else args, c.get("id")))
+    return out
+
+
+def _norm(text: str | None) -> str:
+    return (text or "").strip()
+
+
+def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: str,
+                prober: Prober | None = None) -> FixedPoint:
+    """Run one scenario; see the module docstring."""
+    from generator import generate_parser  # noqa: PLC0415
+
+    caps, ts = analysis.caps, analysis.tool_call_structure
+    uses_tools = "tool" in scenario or "arguments" in scenario
+    if uses_tools and not (ts.supports_tools and ts.source == "rendered"):
+        return FixedPoint(scenario, True, skipped="template does not render tool calls")
+    if scenario == "parallel_tool_calls" and not ts.supports_parallel:
+        return FixedPoint(scenario, True, skipped="template writes one call per turn")
+    wants_reasoning = "reasoning" in scenario
+    if wants_reasoning and not analysis.content_structure.reasoning_end:
+        return FixedPoint(scenario, True, skipped="template has no reasoning markers")
+    prober = prober or Prober(template, engine=analysis.engine)
+    prober.content_format = caps.content_format
+    forms = tool_forms(caps)
+    message = _scenario_message(scenario, forms, caps.requires_nonnull_content)
+    names_in_ids = uses_tools and not any(p.kind == "name" for p in ts.call_parts)
+    if names_in_ids:  # the template writes ids only: a call's name travels inside its id
+        for i, call in enumerate(message.get("tool_calls") or []):
+            call["id"] = f"{call['function']['name']}:{i}"
+    tools = RT_TOOLS if (uses_tools or caps.requires_tools) else None
+    cut, enable = None, True
+    for enable, kwargs in _settings_for(analysis, wants_reasoning):
+        cut = generated_text(prober, message, tools, kwargs)
+        if cut is not None:
+            break
+    if cut is None:
+        why = next((f for k, f in prober.failures.items() if k.startswith("roundtrip:")), None)
+        reason = (f"template refuses the conversation: {why.error}" if why else
+                  "the rendered turn does not continue the generation prompt under any thinking setting "
+                  "(the template writes past turns differently from new ones)")
+        return FixedPoint(scenario, True, skipped=reason)
+    prompt, generated = cut
+    params = generate_parser(analysis, tools=tools, enable_thinking=enable)
+    parsed = params.parser.parse(generated)
+    drops: list[str] = []
+    problems: list[str] = []
+    # reasoning
+    if wants_reasoning:
+        rendered_reasoning = REASONING in generated or REASONING in prompt
+        if not rendered_reasoning:
+            drops.append("reasoning")
+        elif _norm(parsed.get("reasoning_content")) != REASONING:
+            problems.append(f"reasoning {parsed.get('reasoning_content')!r} != {REASONING!r}")
+    elif parsed.get("reasoning_content") and params.parser.mode != ReasoningMode.FORCED_OPEN and \
+            _norm(parsed.get("reasoning_content")) != (message.get("content") or ""):
+        problems.append(f"unexpected reasoning {parsed.get('reasoning_content')!r}")
+    # content
+    want_content = message.get("content") or None
+    if want_content:
+        if want_content not in generated:
+            drops.append("content")
+        elif not parsed.get("content") and _norm(parsed.get("reasoning_content")) == want_content and \
+                not wants_reasoning:
+            drops.append("content (the template writes it as reasoning)")
+        elif _norm(parsed.get("content")) != want_content:
+            problems.append(f"content {parsed.get('content')!r} != {want_content!r}")
+    elif parsed.get("content") and _norm(parsed.get("content")):
+        problems.append(f"unexpected content {parsed.get('content')!r}")
+    # tool calls
+    expected = _expected_calls(message)
+    got = parsed.get("tool_calls") or []
+    if len(got) != len(expected):
+        problems.append(f"{len(got)} tool calls parsed, {len(expected)} expected")
+    for (name, args, cid), call in zip(expected, got):
+        fn = call["function"]
+        if fn["name"] != name:
+            problems.append(f"call name {fn['name']!r} != {name!r}")
+        try:
+            got_args = json.loads(fn["arguments"])
+        except ValueError:
+            problems.append(f"arguments not JSON: {fn['arguments']!r}")
+            continue
+        if got_args != args:
+            problems.append(f"arguments {got_args!r} != {args!r}")
+        if cid and cid in generated:
+            if call.get("id") != cid:
+                problems.append(f"id {call.get('id')!r} != {cid!r}")
+        elif cid:
+            drops.append("call ids") if "call ids" not in drops else None
+    if "parse_error" in parsed:
+        problems.append(f"parse error: {parsed['parse_error']['message']}")
+    return FixedPoint(scenario, not problems, template_drops=tuple(drops), problems=tuple(problems),
+                      generated=generated, parsed=parsed)

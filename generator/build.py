@@ -1,0 +1,903 @@
+"""Structures → a parser for one model's output, one-shot or streamed.
+
+The output after the generation prompt is read as a loop of *segments*, each chosen by the
+marker it starts with: a reasoning block, wrapped content, a tool-call section, the end of the
+turn; text between them is content. Text before and after tool calls therefore stays in
+``content``, in order, and several reasoning blocks (interleaved thinking) add up.
+
+Tool calls are read three ways, from the analysis:
+
+* JSON-object formats (``{"name": .., "arguments": ..}`` in any key order and spacing) as a
+  JSON object whose fields are routed by name; name-as-key objects likewise;
+* every other format through its exact skeleton (literal parts, name, id, arguments);
+* arguments as JSON (the model's own bytes are kept), as a Python/dialect value (converted to
+  JSON), or as tagged units typed by the tool's schema.
+
+Malformed output never raises (unless ``strict``): invalid JSON arguments keep the call with
+the raw text; a segment that breaks before its call has a name becomes content again; either
+way ``parse_error`` says where.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from analyzer.errors import ParseError
+from analyzer.structures import (ContentMode, FunctionFormat, Part, ReasoningMode, TemplateAnalysis,
+                                 ToolCallStructure, ValueFormat)
+
+from .peg import (FAIL, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, NEED, Opt, Parser, Repeat, Run, Seq,
+                  Session, Until, guards_of, run_all)
+from .values import LiteralValue, to_json_text, typed_json
+
+
+# --------------------------------------------------------------------------- grammar pieces
+
+def _marker(text: str) -> Marker:
+    return Marker.of(text)
+
+
+def _cores(markers: Iterable[Marker]) -> list[Marker]:
+    return [m for m in markers if m.core]
+
+
+class Segments(Parser):
+    """The body: guarded segments until the end of input; text between them is ``default``.
+
+    A segment that fails is not fatal: an ``("abort", start, pos, message)`` event reports it;
+    if it emitted no text yet, its text becomes content, else parsing resumes where it failed.
+    """
+
+    def __init__(self, alternatives: Sequence[tuple[tuple[str, ...], Parser]], stops: Sequence[Marker]) -> None:
+        self.alternatives = [(g, p) for g, p in alternatives if g]
+        self.choice = Choice(self.alternatives, None)
+        self.stops = list(stops)
+
+    def _text(self, stops: Sequence[Marker]) -> Parser:
+        return Capture("content", Until(stops))
+
+    def run(self, inp: Input, pos: int) -> Run:
+        default = self._text(self.stops)
+        while True:
+            while inp.end <= pos and not inp.eof:
+                yield NEED
+            if pos >= inp.end and inp.eof:
+                return pos
+            start = pos
+            n_events = len(inp.events)
+            chunks_before = inp.chunks
+            inp.error_pos, inp.error = -1, ""
+            end = yield from self.choice.run(inp, pos)
+            if end == FAIL and inp.error_pos == pos and inp.chunks == chunks_before and \
+                    len(inp.events) == n_events:
+                end = yield from default.run(inp, pos)  # no segment starts here: plain text
+                if end == pos:  # nothing consumed: take one character as text, to progress
+                    inp.events += [("open", "content"), ("chunk", "content", inp.get(pos, pos + 1)),
+                                   ("close", "content")]
+                    end = pos + 1
+                pos = end
+                continue
+            if end == FAIL:
+                fail = max(inp.error_pos, start)
+                inp.events.append(("abort", start, fail, inp.error or "unexpected text"))
+                resume = start if inp.chunks == chunks_before else fail
+                if fail <= resume:
+                    fail = resume
+                # the broken segment's text is content, verbatim, up to where parsing resumes
+                upto = max(fail, resume + 1)
+                while inp.end < upto and not inp.eof:
+                    yield NEED
+                upto = min(upto, inp.end)
+                if upto > resume:
+                    inp.events += [("open", "content"), ("chunk", "content", inp.get(resume, upto)),
+                                   ("close", "content")]
+                pos = upto
+                continue
+            pos = end
+
+
+class AtEnd(Parser):
+    """Succeeds only at the end of input (waits for it); fails if more text follows."""
+
+    def run(self, inp: Input, pos: int) -> Run:
+        while inp.end <= pos and not inp.eof:
+            yield NEED
+        if inp.end > pos:
+            return inp.fail(pos, "more text follows")
+        return pos
+
+    def nullable(self) -> bool:
+        return True
+
+
+class Recover(Parser):
+    """``main``; if it fails, the rest up to ``stops`` is taken as raw text of the same region
+    (an ``("error", pos, message)`` event says so). Used for arguments: invalid JSON keeps the
+    call, with the model's raw text."""
+
+    def __init__(self, main: Parser, stops: Sequence[Marker]) -> None:
+        self.main = main
+        self.fallback_stops = list(stops)
+
+    def run(self, inp: Input, pos: int) -> Run:
+        chunks = inp.chunk_pos
+        end = yield from self.main.run(inp, pos)
+        if end != FAIL:
+            return end
+        resume = max(pos, inp.chunk_pos if inp.chunk_pos > chunks else pos)
+        inp.events.append(("error", inp.error_pos, f"{inp.error} (kept as raw text)"))
+        inp.recovered = True
+        return (yield from Until(self.fallback_stops).run(inp, resume))
+
+    def first(self) -> tuple[str, ...] | None:
+        return self.main.first()
+
+
+class Closer(Parser):
+    """A closing marker that output cut off at the end may lack: missing at the end of input it
+    is reported (``error`` event) but not fatal; missing elsewhere it fails."""
+
+    def __init__(self, marker: Marker) -> None:
+        self.marker = marker
+
+    def run(self, inp: Input, pos: int) -> Run:
+        while inp.end - pos < 1 and not inp.eof:
+            yield NEED
+        rest = inp.get(pos, inp.end).strip()
+        if inp.eof and len(rest) < len(self.marker.core) and self.marker.core.startswith(rest):
+            inp.events.append(("error", pos, f"output ends before {self.marker.core!r}"))
+            return inp.end
+        return (yield from self.marker.run(inp, pos))
+
+    def first(self) -> tuple[str, ...]:
+        return self.marker.first()
+
+
+class JsonCall(Parser):
+    """A call written as a JSON object: fields routed by name (``name``, ``arguments``, ``id``
+    as the template names them), in any order and spacing; other fields are skipped. Invalid
+    arguments are kept raw up to ``stops`` (the call's closing markers)."""
+
+    def __init__(self, name_field: str, args_field: str, id_field: str, name_as_key: bool = False,
+                 stops: Sequence[Marker] = ()) -> None:
+        self.name_field, self.args_field, self.id_field = name_field, args_field, id_field
+        self.name_as_key = name_as_key
+        self.stops = list(stops) or [Marker("}")]
+
+    def first(self) -> tuple[str, ...]:
+        return ("{",)
+
+    def run(self, inp: Input, pos: int) -> Run:
+        ws = " \t\r\n"
+
+        def skip(p: int) -> Run:
+            while True:
+                while p < inp.end and inp.text[p - inp.base] in ws:
+                    p += 1
+                if p < inp.end or inp.eof:
+                    return p
+                yield NEED
+
+        pos = yield from skip(pos)
+        pos = yield from Lit("{").run(inp, pos)
+        if pos == FAIL:
+            return FAIL
+        first = True
+        while True:
+            pos = yield from skip(pos)
+            pos_close = yield from _peek(inp, pos, "}")
+            if pos_close:
+                return pos + 1
+            if not first:
+                pos = yield from Lit(",").run(inp, pos)
+                if pos == FAIL:
+                    return FAIL
+                pos = yield from skip(pos)
+            first = False
+            key_start = pos
+            pos = yield from JsonValue(tag="").run(inp, pos)  # the key (a JSON string), untagged
+            if pos == FAIL:
+                return FAIL
+            try:
+                key = json.loads(inp.get(key_start, pos))
+            except ValueError:
+                return inp.fail(key_start, "invalid JSON key")
+            pos = yield from skip(pos)
+            pos = yield from Lit(":").run(inp, pos)
+            if pos == FAIL:
+                return FAIL
+            pos = yield from skip(pos)
+            inp.recovered = False
+            if self.name_as_key:
+                inp.events += [("open", "tool_name"), ("chunk", "tool_name", key), ("close", "tool_name")]
+                pos = yield from Capture("tool_args", Recover(JsonValue(), self.stops)).run(inp, pos)
+            elif key == self.name_field:
+                pos = yield from Capture("tool_name", JsonString()).run(inp, pos)
+            elif key == self.args_field:
+                pos = yield from Capture("tool_args", Recover(JsonValue(), self.stops)).run(inp, pos)
+            elif key == self.id_field and self.id_field:
+                pos = yield from Capture("tool_id", JsonString()).run(inp, pos)
+            else:
+                pos = yield from JsonValue(tag="").run(inp, pos)
+            if pos == FAIL:
+                return FAIL
+            if inp.recovered:  # the object is broken: the call ends where its raw arguments end
+                inp.recovered = False
+                return pos
+
+
+def _peek(inp: Input, pos: int, s: str) -> Run:
+    while inp.end - pos < len(s) and not inp.eof:
+        yield NEED
+    return inp.startswith(s, pos)
+
+
+class JsonString(Parser):
+    """A JSON string value; its decoded text is the region's text (a bare value is taken as is)."""
+
+    def run(self, inp: Input, pos: int) -> Run:
+        start = pos
+        end = yield from JsonValue(tag="").run(inp, pos)
+        if end == FAIL:
+            return FAIL
+        raw = inp.get(start, end)
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        inp.emit(inp.tag(None), value if isinstance(value, str) else json.dumps(value), end)
+        return end
+
+    def first(self) -> tuple[str, ...]:
+        return ('"',)
+
+
+# --------------------------------------------------------------------------- skeleton calls
+
+def _first_literal(parts: Sequence[Part]) -> str:
+    for p in parts:
+        if p.kind == "lit" and p.text.strip():
+            return p.text
+        if p.kind != "lit":
+            return ""
+    return ""
+
+
+def _follow(parts: Sequence[Part], i: int, after: Sequence[str], ts: ToolCallStructure | None = None
+            ) -> list[Marker]:
+    """Markers that can come right after part ``i``: the next literal, else what follows.
+    Tagged arguments start with their unit's first literal, and may be absent."""
+    out: list[Marker] = []
+    ws = ""  # whitespace-only literals on the way belong in front of the next marker
+
+    def lead(text: str) -> Marker:
+        m = _marker(ws + text)
+        return m
+
+    for p in parts[i + 1:]:
+        if p.kind == "lit" and p.text.strip():
+            return out + [lead(p.text)]
+        if p.kind == "lit":
+            ws += p.text
+            continue
+        if p.kind == "typed":
+            return out + [lead(t) for _, t in p.by_type if t.strip()]
+        if p.kind == "args" and ts is not None and ts.args_mode == "tagged":
+            first = _first_literal(ts.arg_parts)
+            if first.strip():
+                out.append(lead(first))
+            if ts.args_empty and ts.args_empty.strip():
+                out.append(lead(ts.args_empty))
+            continue  # no arguments: whatever follows them
+        return out
+    return out + [lead(a) for a in after if a.strip()]
+
+
+def _typed_choice(part: Part, tag: str | None) -> Parser:
+    texts = sorted({t for _, t in part.by_type if t}, key=len, reverse=True)
+    alts = [((t,), Capture(tag, Lit(t)) if tag else Lit(t)) for t in texts]
+    return Choice(alts, Empty())
+
+
+class _TaggedArgs:
+    def __init__(self, ts: ToolCallStructure, after: Sequence[str]) -> None:
+        self.ts = ts
+        self.after = list(after)
+
+    def unit(self) -> Parser:
+        parts = list(self.ts.arg_parts)
+        seq: list[Parser] = []
+        seen_key = False
+        for i, p in enumerate(parts):
+            stops = _follow(parts, i, ([self.ts.arg_separator] if self.ts.arg_separator.strip() else [])
+                            + self.after)
+            if p.kind == "lit":
+                seq.append(_marker(p.text) if p.text.strip() else Lit(p.text))
+            elif p.kind == "key":
+                seq.append(Capture("arg_key", Until(stops, to_end=False)) if not seen_key
+                           else Until(stops, tag="", to_end=False))
+                seen_key = True
+            elif p.kind == "typed":
+                seq.append(_typed_choice(p, "arg_type"))
+            elif p.kind == "value":
+                fmt = dict(self.ts.value_formats).get("string")
+                if fmt is not None and not fmt.raw_strings:
+                    seq.append(Capture("arg_literal", LiteralValue(fmt)))
+                else:
+                    seq.append(Capture("arg_value", Until(stops, to_end=True)))
+        return Seq(*seq)
+
+    def parser(self) -> Parser:
+        unit = self.unit()
+        sep = (_marker(self.ts.arg_separator) if self.ts.arg_separator.strip() else Lit(self.ts.arg_separator)) \
+            if self.ts.arg_separator else None
+        closers = tuple(g for a in self.after if a.strip() for g in _marker(a).first() if g)
+        body = Repeat(unit, sep, min=0, closers=closers)
+        if self.ts.args_empty:
+            return Choice([((self.ts.args_empty,), Lit(self.ts.args_empty))], body)
+        return body
+
+
+def _args_parser(ts: ToolCallStructure, after: list[Marker]) -> Parser:
+    if ts.args_mode == "tagged":
+        return _TaggedArgs(ts, [m.before + m.core + m.after for m in after]).parser()
+    fmt = ts.args_format
+    if fmt.kind == "json":
+        return Capture("tool_args", Recover(JsonValue(), after))
+    return Capture("args_literal", Recover(LiteralValue(fmt), after))
+
+
+def _skeleton_call(ts: ToolCallStructure) -> Parser:
+    parts = list(ts.call_parts)
+    closers = [ts.call_separator, ts.tool_section_end]
+    seq: list[Parser] = []
+    args_at = next((i for i, p in enumerate(parts) if p.kind == "args"), len(parts))
+    for i, p in enumerate(parts):
+        stops = _follow(parts, i, closers, ts)
+        if p.kind == "lit":
+            if i > args_at and p.text.strip():
+                seq.append(Closer(_marker(p.text)))
+            else:
+                seq.append(_marker(p.text) if p.text.strip() else Lit(p.text))
+        elif p.kind == "name":
+            if any(q.kind == "name" for q in parts[:i]):
+                seq.append(Until(stops, tag="", to_end=False))  # the name again (a recipient header)
+            else:
+                seq.append(Capture("tool_name", Until(stops, to_end=False)))
+        elif p.kind == "id":
+            seq.append(Capture("tool_id", Until(stops, to_end=False)))
+        elif p.kind == "index":
+            seq.append(Until(stops, tag="", to_end=False))
+        elif p.kind == "args":
+            seq.append(_args_parser(ts, stops))
+        elif p.kind == "typed":
+            seq.append(_typed_choice(p, None))
+    return Capture("tool_call", Seq(*seq))
+
+
+def _json_frame(ts: ToolCallStructure) -> tuple[str, str] | None:
+    """The literal text before the call's JSON object and after it (``<tool_call>\n`` ...
+    ``\n</tool_call>``), or None when the call is not one JSON object between literals."""
+    parts = ts.call_parts
+    if not parts or parts[0].kind != "lit" or parts[-1].kind != "lit":
+        return None
+    first, last = parts[0].text, parts[-1].text
+    k, j = first.find("{"), last.find("}")
+    if k < 0 or j < 0:
+        return None
+    return first[:k], last[j + 1:]
+
+
+def _around(text: str) -> Parser:
+    return Empty() if not text.strip() else _marker(text)
+
+
+def _call_parser(ts: ToolCallStructure) -> Parser:
+    frame = _json_frame(ts)
+    if frame is not None and ts.function_format in (FunctionFormat.JSON_OBJECT, FunctionFormat.NAME_AS_KEY):
+        stops = [_marker(x) for x in (frame[1], ts.call_separator, ts.tool_section_end) if x.strip()]
+        inner = (JsonCall(ts.name_field, ts.args_field, ts.id_field, stops=stops)
+                 if ts.function_format == FunctionFormat.JSON_OBJECT
+                 else JsonCall("", "", "", name_as_key=True, stops=stops))
+        after = Closer(_marker(frame[1])) if frame[1].strip() else Empty()
+        return Capture("tool_call", Seq(_around(frame[0]), inner, after))
+    return _skeleton_call(ts)
+
+
+def tool_guards(ts: ToolCallStructure) -> tuple[str, ...]:
+    """Literals that start a tool section (section start, else the call's first literal)."""
+    if ts.tool_section_start.strip():
+        return _marker(ts.tool_section_start).first()
+    frame = _json_frame(ts)
+    if frame is not None and ts.function_format in (FunctionFormat.JSON_OBJECT, FunctionFormat.NAME_AS_KEY):
+        if frame[0].strip():
+            return tuple(g for g in _marker(frame[0]).first() if g)
+        # a bare JSON object: decided by its opening and first key, as the template writes them
+        return (ts.call_parts[0].text.strip(),) if ts.call_parts[0].text.strip() else ()
+    lit = _first_literal(ts.call_parts)
+    return tuple(g for g in _marker(lit).first() if g) if lit else ()
+
+
+def tool_section(ts: ToolCallStructure, parallel: bool) -> Parser:
+    call = _call_parser(ts)
+    if ts.call_separator.strip() or ts.call_separator:
+        sep = _marker(ts.call_separator) if ts.call_separator.strip() else Lit(ts.call_separator)
+    else:
+        sep = None
+    closers = tuple(g for x in (ts.tool_section_end,) if x.strip() for g in _marker(x).first() if g)
+    json_calls = _json_frame(ts) is not None and ts.function_format in (FunctionFormat.JSON_OBJECT,
+                                                                         FunctionFormat.NAME_AS_KEY)
+    calls = Repeat(call, sep, min=1, max=None if parallel else 1, closers=closers,
+                   skip_ws=json_calls and not _json_frame(ts)[0].strip())
+    pieces: list[Parser] = []
+    if ts.tool_section_start.strip():
+        pieces.append(_marker(ts.tool_section_start))
+    pieces.append(calls)
+    if ts.tool_section_end.strip() and not _turn_end_like(ts):
+        end = _marker(ts.tool_section_end)
+        pieces.append(Opt(end, tuple(g for g in end.first() if g)))  # may be cut off with the stop token
+    return Seq(*pieces)
+
+
+# --------------------------------------------------------------------------- whole message
+
+@dataclass(frozen=True)
+class GrammarPlan:
+    """What the message grammar was built from (kept for reports and the GBNF emitter)."""
+
+    reasoning_mode: ReasoningMode
+    reasoning_start: str
+    reasoning_end: str
+    content_start: str
+    content_end: str
+    end_of_turn: str
+    tools: bool
+    parallel: bool
+
+
+def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, tools_enabled: bool,
+                          parallel: bool) -> Parser:
+    cs = analysis.content_structure
+    ts = analysis.tool_call_structure
+    alts: list[tuple[tuple[str, ...], Parser]] = []
+    stops: list[Marker] = []
+    end_m = _marker(cs.reasoning_end) if cs.reasoning_end.strip() else None
+    reasoning_body = Capture("reasoning", Until([end_m] if end_m else []))
+    after_reasoning: Parser = Opt(end_m, tuple(g for g in end_m.first() if g)) if end_m else Empty()
+    if cs.reasoning_start.strip() and end_m is not None and mode != ReasoningMode.NONE:
+        start_m = _marker(cs.reasoning_start)
+        guards = tuple(g for g in start_m.first() if g)
+        alts.append((guards, Seq(start_m, reasoning_body, after_reasoning)))
+        stops.append(start_m)
+    if end_m is not None and end_m.core != cs.reasoning_start.strip():
+        # a lone end marker: the empty block some templates write (``</think>`` alone), or a
+        # stray close after an answer without reasoning; a control marker, not text
+        alts.append(((end_m.core,), end_m))
+        stops.append(Marker(end_m.core))
+    if cs.content_start.strip():
+        cstart = _marker(cs.content_start)
+        cend = _marker(cs.content_end) if cs.content_end.strip() else None
+        eot_core = analysis.end_of_turn.strip()
+        inner_stops = ([cend] if cend else []) + _tool_stops(ts, tools_enabled) + \
+            ([Marker(_marker(analysis.end_of_turn).core)] if eot_core else [])
+        body = Capture("content", Until(inner_stops))
+        seq = [cstart, body] + ([Opt(cend, tuple(g for g in cend.first() if g))] if cend else [])
+        alts.append((tuple(g for g in cstart.first() if g), Seq(*seq)))
+        stops.append(cstart)
+    if tools_enabled and ts.supports_tools and ts.call_parts:
+        guards = tool_guards(ts)
+        if guards:
+            alts.append((guards, tool_section(ts, parallel)))
+            stops += [Marker(g) for g in guards if g.strip() == g]
+    ends = [analysis.end_of_turn]
+    if tools_enabled and ts.supports_tools and _turn_end_like(ts):
+        ends.append(ts.tool_section_end)  # ends a tool-call turn; may follow content written after calls
+    for end in ends:
+        if end.strip():
+            eot_m = _marker(end)
+            alts.append(((eot_m.core,), eot_m))  # the stop token, if the server left it in: dropped
+            stops.append(Marker(eot_m.core))
+    final = analysis.final_suffix
+    if final.strip() and _marker(final).core not in [m.core for m in stops]:
+        fin = _marker(final)
+        # only at the very end: text the template writes after the last message (an EOS token)
+        alts.append(((fin.core,), Seq(fin, AtEnd())))
+        stops.append(Marker(fin.core))
+    body = Segments(alts, stops)
+    if mode == ReasoningMode.FORCED_OPEN and end_m is not None:
+        return Seq(reasoning_body, after_reasoning, body)
+    return body
+
+
+def _turn_end_like(ts: ToolCallStructure) -> bool:
+    """A section end that closes nothing the section opened (``<|tool_response>``, ``<|eom_id|>``)
+    marks the end of a tool-call turn rather than of the section."""
+    from analyzer.markers import pairs, tokenize, is_marker
+    end = [t for t in tokenize(ts.tool_section_end) if is_marker(t)]
+    start = [t for t in tokenize(ts.tool_section_start) if is_marker(t)]
+    return bool(end) and not any(pairs(a, b) for a in start for b in end)
+
+
+def _tool_stops(ts: ToolCallStructure, enabled: bool) -> list[Marker]:
+    if not (enabled and ts.supports_tools and ts.call_parts):
+        return []
+    return [Marker(g) for g in tool_guards(ts) if g and g.strip() == g]
+
+
+# --------------------------------------------------------------------------- events → message
+
+FIELD = {"reasoning": "reasoning_content", "content": "content"}
+
+
+@dataclass
+class _Call:
+    index: int
+    name: str = ""
+    id: str | None = None
+    args: list[str] = field(default_factory=list)
+    announced: bool = False
+    pending: list[str] = field(default_factory=list)  # argument deltas before the name is known
+    # tagged arguments
+    n_args: int = 0
+    key: str = ""
+    value_parts: list[str] = field(default_factory=list)
+    value_streaming: bool = False
+    arg_type: str = ""
+    literal: list[str] = field(default_factory=list)
+    args_literal: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+class Assembler:
+    """Turns runtime events into the message and into region events (seed 004 model), each of
+    which also reads as an OpenAI-style delta (:func:`as_delta`)."""
+
+    def __init__(self, ts: ToolCallStructure, tools: Mapping[str, Mapping[str, Any]] | None) -> None:
+        self.ts = ts
+        self.tools = dict(tools or {})
+        self.text: dict[str, list[str]] = {"reasoning_content": [], "content": []}
+        self.calls: list[_Call] = []
+        self.current: _Call | None = None
+        self.open: str | None = None
+        self.errors: list[dict[str, Any]] = []
+        self.warnings: list[str] = []
+        self._name: list[str] = []
+        self._id: list[str] = []
+        self._in: str | None = None  # tag of the tool sub-region being read
+
+    # ---- output events
+    def _region(self, kind: str, fld: str, **extra: Any) -> dict[str, Any]:
+        ev = {"type": kind, "field": fld}
+        ev.update(extra)
+        return ev
+
+    def handle(self, events: Iterable[tuple], out: list[dict[str, Any]]) -> None:
+        for ev in events:
+            kind = ev[0]
+            if kind == "open":
+                self._open(ev[1], out)
+            elif kind == "chunk":
+                self._chunk(ev[1], ev[2], out)
+            elif kind == "close":
+                self._close(ev[1], out)
+            elif kind == "abort":
+                _, start, pos, msg = ev
+                self.errors.append({"position": pos, "message": msg, "segment_start": start})
+                if self.current is not None and not self.current.name:
+                    self.current = None  # a call that never got a name was never shown
+            elif kind == "error":
+                _, pos, msg = ev
+                self.errors.append({"position": pos, "message": msg})
+                if self.current is not None:
+                    self.current.errors.append(msg)
+
+    def _open(self, tag: str, out: list[dict[str, Any]]) -> None:
+        if tag in FIELD:
+            out.append(self._region("region_open", FIELD[tag]))
+        elif tag == "tool_call":
+            self.current = _Call(index=len(self.calls))
+        elif tag in ("tool_name", "tool_id", "arg_key", "arg_value", "arg_literal", "args_literal", "arg_type",
+                     "tool_args"):
+            self._in = tag
+            if tag == "tool_name":
+                self._name = []
+            elif tag == "tool_id":
+                self._id = []
+            elif tag == "arg_key" and self.current is not None:
+                self.current.key = ""
+            elif tag in ("arg_value", "arg_literal") and self.current is not None:
+                self.current.value_parts, self.current.literal = [], []
+                self.current.value_streaming = False
+
+    def _emit_args(self, call: _Call, text: str, out: list[dict[str, Any]]) -> None:
+        if not text:
+            return
+        call.args.append(text)
+        if call.announced:
+            out.append(self._region("region_chunk", "tool_calls", index=call.index, text=text, dirty=False))
+        else:
+            call.pending.append(text)
+
+    def _announce(self, call: _Call, out: list[dict[str, Any]]) -> None:
+        if call.announced or not call.name:
+            return
+        call.announced = True
+        extra = {"index": call.index, "name": call.name}
+        if call.id is not None:
+            extra["id"] = call.id
+        out.append(self._region("region_open", "tool_calls", **extra))
+        for text in call.pending:
+            out.append(self._region("region_chunk", "tool_calls", index=call.index, text=text, dirty=False))
+        call.pending = []
+
+    def _param_schema(self, call: _Call) -> dict[str, Any] | None:
+        tool = self.tools.get(call.name) or {}
+        props = (tool.get("parameters") or {}).get("properties") or {}
+        return props.get(call.key)
+
+    def _chunk(self, tag: str, text: str, out: list[dict[str, Any]]) -> None:
+        if tag in FIELD:
+            self.text[FIELD[tag]].append(text)
+            out.append(self._region("region_chunk", FIELD[tag], text=text, dirty=False))
+            return
+        call = self.current
+        if call is None:
+            return
+        if tag == "tool_name":
+            self._name.append(text)
+        elif tag == "tool_id":
+            self._id.append(text)
+        elif tag == "tool_args":
+            self._emit_args(call, text, out)
+        elif tag == "args_literal":
+            call.args_literal.append(text)
+        elif tag == "arg_key":
+            call.key += text
+        elif tag == "arg_type":
+            call.arg_type = text
+        elif tag == "arg_literal":
+            call.literal.append(text)
+        elif tag == "arg_value":
+            if self._string_typed(call):
+                if not call.value_streaming:
+                    call.value_streaming = True
+                    self._emit_args(call, '"', out)
+                self._emit_args(call, json.dumps(text, ensure_ascii=False)[1:-1], out)
+            else:
+                call.value_parts.append(text)
+
+    def _string_typed(self, call: _Call) -> bool:
+        """A raw tagged value streams as a JSON string when its schema (or, without one, its
+        typed marker) says string: the text is final as it arrives."""
+        schema = self._param_schema(call)
+        from .values import schema_type
+        t = schema_type(schema)
+        if t is not None:
+            return t == "string"
+        if call.arg_type:
+            for jtype, text in self._typed_texts():
+                if text == call.arg_type:
+                    return jtype == "string"
+        return schema is None and not self.tools.get(call.name)
+
+    def _typed_texts(self) -> list[tuple[str, str]]:
+        return [bt for p in self.ts.arg_parts if p.kind == "typed" for bt in p.by_type]
+
+    def _close(self, tag: str, out: list[dict[str, Any]]) -> None:
+        if tag in FIELD:
+            value = "".join(self.text[FIELD[tag]])
+            out.append(self._region("region_close", FIELD[tag], value=value))
+            return
+        call = self.current
+        if tag == "tool_call":
+            if call is not None and not call.name and call.id:
+                call.name = self._name_from_id(call.id)
+            if call is not None and call.name:
+                self._finish_call(call, out)
+                self.calls.append(call)
+            self.current = None
+            return
+        if call is None:
+            return
+        if tag == "tool_name":
+            call.name = "".join(self._name).strip()
+            if self.tools and call.name not in self.tools:
+                self.warnings.append(f"call to unknown tool {call.name!r}")
+            if call.args or call.id is not None or self.ts.function_format != FunctionFormat.JSON_OBJECT:
+                self._announce(call, out)
+        elif tag == "tool_id":
+            call.id = "".join(self._id)
+            if not any(p.kind == "name" for p in self.ts.call_parts):
+                call.name = self._name_from_id(call.id)  # the id is where the name is written
+                self._announce(call, out)
+        elif tag == "tool_args":
+            self._announce(call, out)
+        elif tag == "args_literal":
+            text = "".join(call.args_literal)
+            try:
+                converted = to_json_text(text, self.ts.args_format)
+            except (ValueError, SyntaxError) as e:
+                converted = text
+                call.errors.append(f"arguments not readable: {e}")
+                self.errors.append({"position": -1, "message": f"arguments of {call.name!r} not readable (kept raw)"})
+            self._announce(call, out)
+            self._emit_args(call, converted, out)
+        elif tag == "arg_key":
+            self._announce(call, out)
+            self._emit_args(call, ("{" if call.n_args == 0 else ", ") + json.dumps(call.key.strip(),
+                                                                                ensure_ascii=False) + ": ", out)
+            call.n_args += 1
+        elif tag in ("arg_value", "arg_literal"):
+            if tag == "arg_value" and call.value_streaming:
+                self._emit_args(call, '"', out)
+            elif tag == "arg_value":
+                raw = "".join(call.value_parts)
+                self._emit_args(call, typed_json(raw, self._param_schema(call), self._value_format()), out)
+            else:
+                raw = "".join(call.literal)
+                try:
+                    text = to_json_text(raw, dict(self.ts.value_formats).get("string") or ValueFormat())
+                except (ValueError, SyntaxError):
+                    text = typed_json(raw, self._param_schema(call))
+                self._emit_args(call, text, out)
+            call.arg_type = ""
+
+    def _name_from_id(self, call_id: str) -> str:
+        """The function name inside an id that carries it (``functions.get_weather:0``): the
+        longest known tool name it contains, else the id without a namespace and an index."""
+        known = [n for n in self.tools if n in call_id]
+        if known:
+            return max(known, key=len)
+        import re as _re
+        return _re.sub(r"[:_-]\d+$", "", call_id).rsplit(".", 1)[-1]
+
+    def _value_format(self) -> ValueFormat | None:
+        return dict(self.ts.value_formats).get("object")
+
+    def _finish_call(self, call: _Call, out: list[dict[str, Any]]) -> None:
+        self._announce(call, out)
+        if self.ts.args_mode == "tagged" or not call.args:
+            if call.n_args:
+                self._emit_args(call, "}", out)
+            elif not call.args:
+                self._emit_args(call, "{}", out)
+        args = "".join(call.args)
+        try:
+            json.loads(args)
+        except ValueError:
+            if not call.errors:
+                self.errors.append({"position": -1, "message": f"arguments of {call.name!r} are not valid JSON "
+                                                               "(kept as the model wrote them)"})
+        out.append(self._region("region_close", "tool_calls", index=call.index, value=self._call_dict(call)))
+
+    def _call_dict(self, call: _Call) -> dict[str, Any]:
+        d: dict[str, Any] = {"type": "function", "function": {"name": call.name, "arguments": "".join(call.args)}}
+        if call.id is not None:
+            d = {"id": call.id, **d}
+        return d
+
+    def message(self) -> dict[str, Any]:
+        msg: dict[str, Any] = {"role": "assistant",
+                               "content": "".join(self.text["content"]) or None,
+                               "reasoning_content": "".join(self.text["reasoning_content"]) or None}
+        if self.calls:
+            msg["tool_calls"] = [self._call_dict(c) for c in self.calls]
+        if self.errors:
+            msg["parse_error"] = self.errors[0] if len(self.errors) == 1 else {**self.errors[0],
+                                                                                "more": self.errors[1:]}
+        if self.warnings:
+            msg["parse_warnings"] = list(self.warnings)
+        return msg
+
+
+def as_delta(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The OpenAI-style streaming delta an event stands for (None for events that add nothing)."""
+    fld, kind = event.get("field"), event.get("type")
+    if fld in ("content", "reasoning_content") and kind == "region_chunk":
+        return {fld: event["text"]}
+    if fld == "tool_calls":
+        if kind == "region_open":
+            call: dict[str, Any] = {"index": event["index"], "type": "function",
+                                    "function": {"name": event["name"], "arguments": ""}}
+            if "id" in event:
+                call["id"] = event["id"]
+            return {"tool_calls": [call]}
+        if kind == "region_chunk":
+            return {"tool_calls": [{"index": event["index"], "function": {"arguments": event["text"]}}]}
+    return None
+
+
+# --------------------------------------------------------------------------- public parser
+
+class MessageStream:
+    """Incremental parser: ``feed(chunk) -> events``, ``finish() -> (message, events)``.
+
+    Each event is a region event (``region_open``/``region_chunk``/``region_close`` with a
+    ``field``); :func:`as_delta` reads it as an OpenAI delta.
+    """
+
+    def __init__(self, grammar: Parser, ts: ToolCallStructure, tools: Mapping[str, Any] | None,
+                 strict: bool = False) -> None:
+        self._session = Session(grammar)
+        self._asm = Assembler(ts, tools)
+        self._strict = strict
+        self._done = False
+
+    def feed(self, chunk: str) -> list[dict[str, Any]]:
+        if self._done:
+            raise RuntimeError("feed() after finish()")
+        out: list[dict[str, Any]] = []
+        self._asm.handle(self._session.feed(chunk), out)
+        return out
+
+    def finish(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        self._done = True
+        end, events = self._session.finish()
+        out: list[dict[str, Any]] = []
+        self._asm.handle(events, out)
+        if end == FAIL:  # the grammar cannot fail at top level; keep the rule explicit anyway
+            inp = self._session.inp
+            self._asm.errors.append({"position": inp.error_pos, "message": inp.error})
+        message = self._asm.message()
+        if self._strict and "parse_error" in message:
+            err = message["parse_error"]
+            raise ParseError(err["message"], position=err["position"])
+        return message, out
+
+
+class MessageParser:
+    """Parses one model's output into an OpenAI-style assistant message.
+
+    Example::
+
+        >>> from analyzer import analyze_template
+        >>> p = MessageParser(analyze_template("templates/chatml-think.jinja"))
+        >>> p.parse("<think>\\nhmm\\n</think>\\nHi!")["content"]
+        'Hi!'
+    """
+
+    def __init__(self, analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, Any]] | None = None,
+                 tool_choice: str = "auto", parallel_tool_calls: bool = True, enable_thinking: bool = True,
+                 mode: ReasoningMode | None = None) -> None:
+        self.analysis = analysis
+        self.tools = {t.get("function", t)["name"]: t.get("function", t) for t in (tools or [])}
+        self.mode = mode if mode is not None else reasoning_mode_for(analysis, enable_thinking)
+        self.tools_enabled = tool_choice != "none"
+        self.parallel = parallel_tool_calls and analysis.tool_call_structure.supports_parallel
+        self.grammar = build_message_grammar(analysis, mode=self.mode, tools_enabled=self.tools_enabled,
+                                             parallel=self.parallel)
+
+    def stream(self, *, strict: bool = False) -> MessageStream:
+        return MessageStream(self.grammar, self.analysis.tool_call_structure, self.tools, strict)
+
+    def parse(self, text: str, *, strict: bool = False) -> dict[str, Any]:
+        """The message in ``text`` (raises ParseError only when ``strict``)."""
+        s = self.stream(strict=strict)
+        s._session.inp.eof = True
+        s._session.inp.text = text
+        s._session._resume()
+        return s.finish()[0]
+
+
+def thinking_setting(analysis: TemplateAnalysis, enable_thinking: bool):
+    """The analysis' thinking setting for a request: on → the setting the analysis found to let
+    the model reason; off → ``enable_thinking=false`` if the template honours it, else another
+    control's off value (``reasoning=false``, ``reasoning_effort="none"``)."""
+    settings = list(analysis.thinking_settings)
+    if not settings:
+        return None
+    if enable_thinking:
+        on = [x for x in settings if x.generation_prompt == analysis.generation_prompt_thinking]
+        return on[0] if on else (analysis.setting("enable_thinking=true") or settings[0])
+    off = analysis.setting("enable_thinking=false")
+    quiet = (ReasoningMode.DISABLED, ReasoningMode.NONE)
+    if off is not None and off.reasoning_mode in quiet:
+        return off
+    return next((x for x in settings if x.reasoning_mode in quiet), off or settings[0])
+
+
+def reasoning_mode_for(analysis: TemplateAnalysis, enable_thinking: bool) -> ReasoningMode:
+    s = thinking_setting(analysis, enable_thinking)
+    return s.reasoning_mode if s is not None else analysis.content_structure.reasoning_mode

@@ -1,0 +1,52 @@
+"""``generate_parser``: everything a server needs for one request shape (``ChatParams``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from analyzer.structures import ReasoningMode, TemplateAnalysis
+
+from .build import MessageParser, thinking_setting
+
+
+@dataclass
+class ChatParams:
+    """Parser, grammar, triggers, preserved tokens and generation prompt for one request shape."""
+
+    parser: MessageParser
+    grammar: str | None = None
+    grammar_lazy: bool = False
+    grammar_triggers: list[dict[str, str]] = field(default_factory=list)
+    preserved_tokens: list[str] = field(default_factory=list)
+    generation_prompt: str = ""
+    thinking_forced_open: bool = False
+    lark_grammar: str | None = None
+    # variables to pass to the chat template so that the prompt is the one this parser expects
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def generate_parser(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]] | None = None,
+                    tool_choice: str = "auto", parallel_tool_calls: bool = True,
+                    enable_thinking: bool = True) -> ChatParams:
+    """Build the parser (and, with tools, the grammar and triggers) for one request shape.
+
+    ``tool_choice``: "auto", "required" or "none". Example::
+
+        >>> from analyzer import analyze_template
+        >>> params = generate_parser(analyze_template("templates/chatml-think.jinja"))
+        >>> params.parser.parse("<think>\\nok\\n</think>\\nDone")["reasoning_content"]
+        'ok'
+    """
+    if tool_choice not in ("auto", "required", "none"):
+        raise ValueError(f"tool_choice must be 'auto', 'required' or 'none', not {tool_choice!r}")
+    parser = MessageParser(analysis, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+                           enable_thinking=enable_thinking)
+    setting = thinking_setting(analysis, enable_thinking)
+    prompt = setting.generation_prompt if setting is not None else analysis.generation_prompt
+    params = ChatParams(parser=parser, generation_prompt=prompt,
+                        thinking_forced_open=parser.mode == ReasoningMode.FORCED_OPEN,
+                        chat_template_kwargs=setting.kwargs_dict if setting is not None else {})
+    from .gbnf import attach_grammar
+    attach_grammar(params, analysis, tools, tool_choice, parallel_tool_calls)
+    return params

@@ -1,0 +1,711 @@
+"""A small resumable PEG runtime for parsing model output, whole or as it streams.
+
+Parsers are coroutines over one shared input buffer: when a parser needs text that has not
+arrived yet it yields, and resumes when more is fed. The same grammar therefore parses a
+complete output (feed everything, then finish) and a stream (feed chunks), and a stream never
+re-parses what came before.
+
+To keep streaming cheap and events final, choices are *guarded*: an alternative is chosen by
+the literal its input starts with (waiting while a literal is still partially present), and
+the choice is never undone. Grammars for model output are like that: markers decide.
+
+Building blocks:
+
+* :class:`Lit` / :class:`Marker`: a literal; a marker also takes the whitespace the template
+  writes around it, when present.
+* :class:`Seq`, :class:`Choice` (guarded), :func:`Opt`, :class:`Repeat` (guarded by the
+  separator / the item's first literal).
+* :class:`Until`: text up to the first of some markers (or the end), streamed as it arrives,
+  holding back only what could still be the start of a marker.
+* :class:`JsonValue`: one JSON value, scanned incrementally; its raw bytes are streamed.
+* :class:`Capture`: tags a region: ``open``/``chunk``/``close`` events.
+* :class:`OneOf`: one of several literals (e.g. the tool names), longest match.
+
+Example::
+
+    >>> g = Seq(Capture("a", Until([Marker("</a>")])), Marker("</a>"), Capture("b", Until([])))
+    >>> run_all(g, "x</a>y")[1]
+    [('open', 'a'), ('chunk', 'a', 'x'), ('close', 'a'), ('open', 'b'), ('chunk', 'b', 'y'), ('close', 'b')]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generator, Iterable, Sequence
+
+FAIL = -1
+NEED = None  # what a parser yields when it needs more input
+
+Event = tuple  # ("open", tag) | ("chunk", tag, text) | ("close", tag) | ("value", tag, obj)
+Run = Generator[None, None, int]
+
+
+class Input:
+    """The text fed so far. Positions are absolute; the consumed head is dropped from memory."""
+
+    __slots__ = ("text", "base", "eof", "events", "fast", "error", "error_pos", "keep_from", "tags", "chunks",
+                 "chunk_pos", "recovered")
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.base = 0
+        self.eof = False
+        self.events: list[Event] = []
+        self.fast: _Fast | None = None
+        self.error = ""
+        self.error_pos = -1
+        self.keep_from = 0  # nothing before this absolute position is needed again
+        self.tags: list[str] = []  # open captures, innermost last
+        self.chunks = 0      # chunk events emitted so far
+        self.chunk_pos = 0   # where the last emitted chunk ended
+        self.recovered = False  # a Recover fell back to raw text (the enclosing structure is broken)
+
+    def emit(self, tag: str | None, text: str, end: int) -> None:
+        """A ``chunk`` event of ``tag`` (nothing for an empty tag or text)."""
+        if tag and text:
+            self.events.append(("chunk", tag, text))
+            self.chunks += 1
+            self.chunk_pos = end
+
+    def tag(self, own: str | None) -> str | None:
+        """A text parser's tag: its own, else the innermost open capture's."""
+        return own if own is not None else (self.tags[-1] if self.tags else None)
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.text)
+
+    def get(self, a: int, b: int) -> str:
+        return self.text[a - self.base:b - self.base]
+
+    def startswith(self, s: str, pos: int) -> bool:
+        return self.text.startswith(s, pos - self.base)
+
+    def find(self, s: str, pos: int) -> int:
+        i = self.text.find(s, pos - self.base)
+        return i + self.base if i >= 0 else -1
+
+    def feed(self, chunk: str) -> None:
+        drop = self.keep_from - self.base
+        if drop > 4096 and drop * 2 > len(self.text):  # amortized O(1): copy only when half is dead
+            self.text = self.text[drop:]
+            self.base += drop
+        self.text += chunk
+
+    def fail(self, pos: int, message: str) -> int:
+        if pos > self.error_pos:
+            self.error_pos, self.error = pos, message
+        return FAIL
+
+
+class _Fast:
+    """A text region's shortcut: a chunk that contains none of ``stop`` characters is plain
+    text of the region, emitted without resuming the parser stack."""
+
+    __slots__ = ("stop", "tag", "emitted")
+
+    def __init__(self, stop: frozenset[str], tag: str | None, emitted: int) -> None:
+        self.stop = stop
+        self.tag = tag
+        self.emitted = emitted
+
+
+class Parser:
+    """Base: ``run(inp, pos)`` is a coroutine returning the end position or ``FAIL``."""
+
+    def run(self, inp: Input, pos: int) -> Run:  # pragma: no cover - abstract
+        raise NotImplementedError
+        yield
+
+    def first(self) -> tuple[str, ...] | None:
+        """Literals the parser can start with (None: unknown, or may start with anything)."""
+        return None
+
+    def nullable(self) -> bool:
+        return False
+
+
+def _wait_for(inp: Input, pos: int, n: int) -> Generator[None, None, None]:
+    while inp.end - pos < n and not inp.eof:
+        yield NEED
+
+
+class Empty(Parser):
+    def run(self, inp: Input, pos: int) -> Run:
+        return pos
+        yield  # pragma: no cover
+
+    def nullable(self) -> bool:
+        return True
+
+    def first(self) -> tuple[str, ...] | None:
+        return ("",)
+
+
+@dataclass(eq=False)
+class Lit(Parser):
+    text: str
+
+    def run(self, inp: Input, pos: int) -> Run:
+        yield from _wait_for(inp, pos, len(self.text))
+        if inp.startswith(self.text, pos):
+            return pos + len(self.text)
+        return inp.fail(pos, f"expected {self.text!r}")
+
+    def first(self) -> tuple[str, ...]:
+        return (self.text,)
+
+    def nullable(self) -> bool:
+        return not self.text
+
+
+@dataclass(eq=False)
+class Marker(Parser):
+    """A control marker with the whitespace the template writes before/after it.
+
+    The core must match exactly; leading whitespace is taken when present (the longest suffix
+    of ``before`` that precedes the core), trailing whitespace likewise (the longest prefix of
+    ``after``). Text regions before a marker leave such whitespace to it.
+    """
+
+    core: str
+    before: str = ""
+    after: str = ""
+
+    @classmethod
+    def of(cls, text: str) -> "Marker":
+        core = text.strip()
+        if not core:
+            return cls(text, "", "")
+        i = text.find(core)
+        return cls(core, text[:i], text[i + len(core):])
+
+    def run(self, inp: Input, pos: int) -> Run:
+        yield from _wait_for(inp, pos, len(self.before) + len(self.core))
+        for k in range(len(self.before), -1, -1):
+            lead = self.before[len(self.before) - k:]
+            if inp.startswith(lead + self.core, pos):
+                pos += k + len(self.core)
+                break
+            yield from _wait_for(inp, pos, k + len(self.core))
+        else:
+            return inp.fail(pos, f"expected {self.core!r}")
+        for k in range(len(self.after), 0, -1):
+            yield from _wait_for(inp, pos, k)
+            if inp.startswith(self.after[:k], pos):
+                return pos + k
+        return pos
+
+    def first(self) -> tuple[str, ...]:
+        return tuple(self.before[len(self.before) - k:] + self.core for k in range(len(self.before) + 1))
+
+    def nullable(self) -> bool:
+        return not self.core
+
+
+@dataclass(eq=False)
+class Seq(Parser):
+    items: Sequence[Parser]
+
+    def __init__(self, *items: Parser) -> None:
+        self.items = [p for p in items if not isinstance(p, Empty)]
+
+    def run(self, inp: Input, pos: int) -> Run:
+        for p in self.items:
+            pos = yield from p.run(inp, pos)
+            if pos == FAIL:
+                return FAIL
+        return pos
+
+    def first(self) -> tuple[str, ...] | None:
+        out: list[str] = []
+        for p in self.items:
+            f = p.first()
+            if f is None:
+                return None
+            out.extend(x for x in f if x)
+            if not p.nullable():
+                return tuple(out)
+        return tuple(out) + ("",)
+
+    def nullable(self) -> bool:
+        return all(p.nullable() for p in self.items)
+
+
+def _guard_state(inp: Input, pos: int, guards: Iterable[str]) -> tuple[str | None, bool]:
+    """(the longest guard the input starts with, whether a longer guard may still match)."""
+    hit, pending = None, False
+    avail = inp.end - pos
+    for g in guards:
+        if not g:
+            continue
+        if avail >= len(g):
+            if inp.startswith(g, pos) and (hit is None or len(g) > len(hit)):
+                hit = g
+        elif not inp.eof and g.startswith(inp.get(pos, inp.end)):
+            pending = True
+    return hit, pending
+
+
+@dataclass(eq=False)
+class Choice(Parser):
+    """Guarded ordered choice: each alternative is taken when the input starts with one of its
+    literals; ``default`` (if any) when none does. Never backtracks."""
+
+    alternatives: Sequence[tuple[tuple[str, ...], Parser]]
+    default: Parser | None = None
+
+    def run(self, inp: Input, pos: int) -> Run:
+        while True:
+            best: tuple[int, Parser] | None = None
+            pending = False
+            for guards, p in self.alternatives:
+                hit, more = _guard_state(inp, pos, guards)
+                pending = pending or more
+                if hit is not None and (best is None or len(hit) > best[0]):
+                    best = (len(hit), p)
+            if pending and not inp.eof:
+                yield NEED  # a longer guard may still match
+                continue
+            if best is not None:
+                return (yield from best[1].run(inp, pos))
+            if self.default is not None:
+                return (yield from self.default.run(inp, pos))
+            return inp.fail(pos, "expected one of " + ", ".join(repr(g) for gs, _ in self.alternatives for g in gs))
+
+    def first(self) -> tuple[str, ...] | None:
+        out = tuple(g for gs, _ in self.alternatives for g in gs)
+        if self.default is not None:
+            d = self.default.first()
+            return None if d is None else out + d
+        return out
+
+    def nullable(self) -> bool:
+        return self.default is not None and self.default.nullable()
+
+
+def guards_of(p: Parser) -> tuple[str, ...]:
+    f = p.first()
+    if f is None or not [x for x in f if x]:
+        raise ValueError(f"{p!r} has no literal to decide on")
+    return tuple(x for x in f if x)
+
+
+def Opt(p: Parser, guards: tuple[str, ...] | None = None) -> Parser:
+    """``p`` when the input starts with one of its first literals, else nothing."""
+    return Choice([(guards or guards_of(p), p)], Empty())
+
+
+@dataclass(eq=False)
+class Repeat(Parser):
+    """``item (sep item)*``, at least ``min`` times.
+
+    Whether another item follows is decided by the longest literal the input starts with:
+    ``sep`` followed by one of the item's first literals (or the item's first literal, without
+    a separator) continues; one of ``closers`` (what follows the repetition) stops. With an
+    item that starts with no literal (``key=value``), the separator alone decides, and zero
+    items are taken when a closer comes first. ``skip_ws``: whitespace before the next item
+    does not count when deciding (the item skips it itself).
+    """
+
+    item: Parser
+    sep: Parser | None = None
+    min: int = 1
+    max: int | None = None
+    closers: tuple[str, ...] = ()
+    skip_ws: bool = False
+
+    def _continue_guards(self) -> tuple[str, ...] | None:
+        first = self.item.first()
+        item_lits = tuple(x for x in first if x) if first else ()
+        if self.sep is None:
+            return item_lits or None
+        seps = guards_of(self.sep)
+        if not item_lits:
+            return seps
+        return tuple(s + f for s in seps for f in item_lits) + seps
+
+    def _decide(self, inp: Input, pos: int, cont: tuple[str, ...] | None) -> Run:
+        """True to parse another item, False to stop."""
+        while True:
+            at = pos
+            if self.skip_ws:
+                while at < inp.end and inp.text[at - inp.base] in " \t\r\n":
+                    at += 1
+                if at >= inp.end and not inp.eof:
+                    yield NEED
+                    continue
+            hit_c, pend_c = _guard_state(inp, at, cont or ())
+            hit_s, pend_s = _guard_state(inp, at, self.closers)
+            if (pend_c or pend_s) and not inp.eof and not (hit_c and not pend_s and not self.closers):
+                if not (hit_c and hit_s) or len(hit_c or "") == len(hit_s or ""):
+                    yield NEED
+                    continue
+            if cont is None:  # the item starts with no literal: anything but a closer is an item
+                return hit_s is None and (at < inp.end)
+            if hit_c is None:
+                return False
+            return hit_s is None or len(hit_c) > len(hit_s)
+
+    def run(self, inp: Input, pos: int) -> Run:
+        count = 0
+        first = self.item.first()
+        start_guards = tuple(x for x in first if x) if first else None
+        if self.min == 0:
+            go = yield from self._decide(inp, pos, start_guards)
+            if not go:
+                return pos
+        cont = self._continue_guards()
+        while True:
+            pos = yield from self.item.run(inp, pos)
+            if pos == FAIL:
+                return FAIL
+            count += 1
+            if self.max is not None and count >= self.max:
+                return pos
+            go = yield from self._decide(inp, pos, cont)
+            if not go:
+                return pos if count >= self.min else inp.fail(pos, "too few items")
+            if self.sep is not None:
+                pos = yield from self.sep.run(inp, pos)
+                if pos == FAIL:
+                    return FAIL
+
+    def first(self) -> tuple[str, ...] | None:
+        f = self.item.first()
+        if self.min == 0 and f is not None:
+            return f + ("",)
+        return f
+
+    def nullable(self) -> bool:
+        return self.min == 0
+
+
+class Until(Parser):
+    """Text up to the first of ``stops`` (not consumed) or the end of input.
+
+    The text is streamed as ``chunk`` events of ``tag`` as soon as it cannot be the start of a
+    stop marker. Whitespace that a stop marker writes before its core is left to the marker.
+    """
+
+    def __init__(self, stops: Sequence[Marker], tag: str | None = None, *, to_end: bool = True) -> None:
+        self.stops = [s for s in stops if s.core]
+        self.tag = tag
+        self.to_end = to_end  # without a stop, the text runs to the end of input
+        self.cores = [s.core for s in self.stops]
+        self.maxlen = max((len(c) for c in self.cores), default=0)
+        ws = "".join(s.before for s in self.stops)
+        self.stop_chars = frozenset("".join(c[0] for c in self.cores) + ws)
+        self._pattern = re.compile("|".join(re.escape(c) for c in sorted(set(self.cores), key=len, reverse=True))) \
+            if self.cores else None
+
+    def _emit(self, inp: Input, a: int, b: int) -> None:
+        if b > a:
+            inp.emit(inp.tag(self.tag), inp.get(a, b), b)
+
+    def _held(self, inp: Input, a: int) -> int:
+        """The first position from which the tail may still become a stop (partial core, or
+        whitespace a stop writes before itself)."""
+        end = inp.end
+        cut = end
+        for core in self.cores:
+            for k in range(min(len(core) - 1, end - a), 0, -1):
+                if inp.startswith(core[:k], end - k):
+                    cut = min(cut, end - k)
+                    break
+        j = cut
+        while j > a and inp.get(j - 1, j) in self.stop_chars and inp.get(j - 1, j).isspace():
+            j -= 1
+        return j
+
+    def run(self, inp: Input, pos: int) -> Run:
+        emitted = scan = pos
+        tag = inp.tag(self.tag)
+        while True:
+            if inp.fast is not None and inp.fast.tag == tag:
+                emitted = max(emitted, inp.fast.emitted)
+            inp.fast = None
+            m = self._pattern.search(inp.text, max(scan, emitted) - inp.base) if self._pattern else None
+            if m is not None:
+                hit = m.start() + inp.base
+                stop = next(s for s in self.stops if s.core == m.group(0))
+                end = hit
+                for k in range(len(stop.before), 0, -1):  # whitespace that belongs to the marker
+                    if end - k >= emitted and inp.startswith(stop.before[len(stop.before) - k:], end - k):
+                        end -= k
+                        break
+                self._emit(inp, emitted, end)
+                inp.keep_from = end
+                return end
+            if inp.eof:
+                if not self.to_end:
+                    return inp.fail(inp.end, "expected " + " or ".join(repr(c) for c in self.cores))
+                self._emit(inp, emitted, inp.end)
+                return inp.end
+            safe = self._held(inp, emitted)
+            self._emit(inp, emitted, safe)
+            emitted = max(emitted, safe)
+            inp.keep_from = emitted
+            scan = max(emitted, inp.end - self.maxlen + 1)
+            inp.fast = _Fast(self.stop_chars, tag, emitted) if emitted == inp.end else None
+            yield NEED
+
+
+_JSON_WS = " \t\n\r"
+_STRING_BODY = re.compile(r'[^"\\]+')
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_LITERALS = ("true", "false", "null")
+
+
+class JsonValue(Parser):
+    """One JSON value, scanned as it arrives (strings, numbers, literals, nesting by a stack);
+    its raw bytes stream as ``chunk`` events of ``tag``. Leading whitespace is skipped."""
+
+    def __init__(self, tag: str | None = None) -> None:
+        self.tag = tag
+        self._decoder = json.JSONDecoder()
+
+    def _emit(self, inp: Input, a: int, b: int) -> None:
+        if b > a:
+            inp.emit(inp.tag(self.tag), inp.get(a, b), b)
+
+    def run(self, inp: Input, pos: int) -> Run:
+        while True:  # leading whitespace
+            while pos < inp.end and inp.text[pos - inp.base] in _JSON_WS:
+                pos += 1
+            if pos < inp.end or inp.eof:
+                break
+            yield NEED
+        start = pos
+        if inp.eof:  # the whole value is here: let the C decoder find its end
+            try:
+                _, end = self._decoder.raw_decode(inp.text, pos - inp.base)
+            except ValueError:
+                return inp.fail(pos, "invalid JSON")
+            self._emit(inp, start, end + inp.base)
+            return end + inp.base
+        emitted = pos
+        stack: list[str] = []
+        state = "value"  # value | after | string | escape | number | literal
+        lit = ""
+        while True:
+            if pos >= inp.end:
+                if inp.eof:
+                    if state == "number" and not stack:
+                        self._emit(inp, emitted, pos)
+                        return pos
+                    return inp.fail(pos, "unterminated JSON value")
+                self._emit(inp, emitted, pos)
+                emitted = pos
+                inp.keep_from = pos
+                inp.fast = _Fast(frozenset('"\\'), inp.tag(self.tag), pos) if state == "string" else None
+                yield NEED
+                if inp.fast is not None and inp.fast.emitted > pos:
+                    pos = emitted = inp.fast.emitted
+                inp.fast = None
+                continue
+            ch = inp.text[pos - inp.base]
+            if state == "string":
+                m = _STRING_BODY.match(inp.text, pos - inp.base)
+                if m:
+                    pos = m.end() + inp.base
+                    continue
+                pos += 1
+                if ch == "\\":
+                    state = "escape"
+                elif ch == '"':
+                    state = "after"
+                    if not stack:
+                        self._emit(inp, emitted, pos)
+                        return pos
+            elif state == "escape":
+                pos += 1
+                state = "string"
+            elif state == "number":
+                if ch in "0123456789+-.eE":
+                    pos += 1
+                else:
+                    state = "after"
+                    if not stack:
+                        self._emit(inp, emitted, pos)
+                        return pos
+            elif state == "literal":
+                lit += ch
+                pos += 1
+                if lit in _LITERALS:
+                    state = "after"
+                    if not stack:
+                        self._emit(inp, emitted, pos)
+                        return pos
+                elif not any(x.startswith(lit) for x in _LITERALS):
+                    return inp.fail(pos, "invalid JSON literal")
+            elif ch in _JSON_WS:
+                pos += 1
+            elif state == "value":
+                pos += 1
+                if ch == "{":
+                    stack.append("}")
+                elif ch == "[":
+                    stack.append("]")
+                elif ch == '"':
+                    state = "string"
+                elif ch in "-0123456789":
+                    state = "number"
+                elif ch in "tfn":
+                    state, lit = "literal", ch
+                elif ch in "}]" and stack and ch == stack[-1]:  # empty container
+                    stack.pop()
+                    state = "after"
+                    if not stack:
+                        self._emit(inp, emitted, pos)
+                        return pos
+                else:
+                    return inp.fail(pos - 1, "invalid JSON")
+            else:  # after a value inside a container
+                pos += 1
+                if ch == "," or ch == ":":
+                    state = "value"
+                elif stack and ch == stack[-1]:
+                    stack.pop()
+                    if not stack:
+                        self._emit(inp, emitted, pos)
+                        return pos
+                else:
+                    return inp.fail(pos - 1, "invalid JSON")
+
+    def first(self) -> tuple[str, ...] | None:
+        return None
+
+
+@dataclass(eq=False)
+class OneOf(Parser):
+    """One of ``options`` (longest match), streamed as one ``value`` event of ``tag``."""
+
+    options: Sequence[str]
+    tag: str | None = None
+
+    def run(self, inp: Input, pos: int) -> Run:
+        while True:
+            hit, pending = _guard_state(inp, pos, self.options)
+            if pending and not inp.eof:
+                yield NEED
+                continue
+            break
+        if hit is None:
+            return inp.fail(pos, "expected one of " + ", ".join(map(repr, self.options)))
+        inp.emit(inp.tag(self.tag), hit, pos + len(hit))
+        return pos + len(hit)
+
+    def first(self) -> tuple[str, ...]:
+        return tuple(self.options)
+
+
+@dataclass(eq=False)
+class Capture(Parser):
+    """Tag the region ``p`` parses: an ``open`` event before, ``close`` after (also on failure,
+    with the failure reported by the runtime)."""
+
+    tag: str
+    p: Parser
+
+    def run(self, inp: Input, pos: int) -> Run:
+        inp.events.append(("open", self.tag))
+        inp.tags.append(self.tag)
+        try:
+            end = yield from self.p.run(inp, pos)
+        finally:
+            inp.tags.pop()
+        inp.events.append(("close", self.tag))
+        return end
+
+    def first(self) -> tuple[str, ...] | None:
+        return self.p.first()
+
+    def nullable(self) -> bool:
+        return self.p.nullable()
+
+
+@dataclass(eq=False)
+class Lazy(Parser):
+    """A parser built on first use (for recursive grammars)."""
+
+    make: Callable[[], Parser]
+    _p: Parser | None = field(default=None, init=False)
+
+    @property
+    def p(self) -> Parser:
+        if self._p is None:
+            self._p = self.make()
+        return self._p
+
+    def run(self, inp: Input, pos: int) -> Run:
+        return (yield from self.p.run(inp, pos))
+
+    def first(self) -> tuple[str, ...] | None:
+        return self.p.first()
+
+    def nullable(self) -> bool:
+        return self.p.nullable()
+
+
+class Session:
+    """Drives one parser over input that arrives in pieces.
+
+    ``feed(chunk)`` returns the events the chunk completed; ``finish()`` marks the end of input
+    and returns ``(end, events)`` where ``end`` is the position parsing stopped at (``FAIL``
+    with ``inp.error_pos`` on failure).
+    """
+
+    def __init__(self, parser: Parser) -> None:
+        self.inp = Input()
+        self._gen = parser.run(self.inp, 0)
+        self.result: int | None = None
+        self._started = False
+
+    def _resume(self) -> None:
+        try:
+            if not self._started:
+                self._started = True
+                next(self._gen)
+            else:
+                self._gen.send(None)
+        except StopIteration as stop:
+            self.result = stop.value if stop.value is not None else FAIL
+
+    def feed(self, chunk: str) -> list[Event]:
+        inp = self.inp
+        if self.result is not None or not chunk:
+            inp.feed(chunk)
+            return []
+        fast = inp.fast
+        if fast is not None and fast.emitted == inp.end and fast.stop.isdisjoint(chunk):
+            inp.feed(chunk)
+            fast.emitted = inp.end
+            inp.keep_from = fast.emitted
+            if not fast.tag:
+                return []
+            inp.chunks += 1
+            inp.chunk_pos = fast.emitted
+            return [("chunk", fast.tag, chunk)]
+        inp.feed(chunk)
+        self._resume()
+        out, inp.events = inp.events, []
+        return out
+
+    def finish(self) -> tuple[int, list[Event]]:
+        self.inp.eof = True
+        if self.result is None:
+            self._resume()
+        out, self.inp.events = self.inp.events, []
+        return (self.result if self.result is not None else FAIL), out
+
+
+def run_all(parser: Parser, text: str) -> tuple[int, list[Event]]:
+    """Parse a complete text: ``(end position or FAIL, events)``."""
+    s = Session(parser)
+    s.inp.eof = True
+    s.inp.text = text
+    s._resume()
+    return (s.result if s.result is not None else FAIL), s.inp.events

@@ -1,0 +1,267 @@
+"""Read argument values back: the inverse of :func:`analyzer.values.dump`, to JSON.
+
+Templates write values as JSON, Python literals (``True``, ``'x'``), or JSON-like dialects
+(``{k:<|"|>v<|"|>}``). :class:`LiteralValue` scans one such value as it streams (strings with
+their delimiters and escapes, brackets, bare words) and :func:`to_json_text` turns the text it
+found into JSON text. Raw tagged values (``<parameter=k>Paris</parameter>``) are typed by the
+tool's JSON schema instead (:func:`typed_json`).
+
+Example::
+
+    >>> to_json_text("{'a': True, 'b': [1, None]}", PYTHON)
+    '{"a": true, "b": [1, null]}'
+    >>> typed_json("42", {"type": "integer"})
+    '42'
+    >>> typed_json("42", {"type": "string"})
+    '"42"'
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+from analyzer.structures import ValueFormat
+
+from .peg import FAIL, Input, NEED, Parser, Run
+
+PYTHON = ValueFormat(kind="python_repr")
+
+
+def _unescape(body: str, fmt: ValueFormat) -> str:
+    if fmt.escape == "table":
+        for ch, written in sorted(fmt.escapes, key=lambda e: -len(e[1])):
+            body = body.replace(written, ch)
+        return body
+    if fmt.escape == "json":
+        try:
+            return json.loads(f'"{body}"')
+        except ValueError:
+            return body
+    return body
+
+
+class _Reader:
+    """Recursive-descent reader of one complete value written under ``fmt``."""
+
+    def __init__(self, text: str, fmt: ValueFormat) -> None:
+        self.s, self.i, self.fmt = text, 0, fmt
+
+    def ws(self) -> None:
+        while self.i < len(self.s) and self.s[self.i] in " \t\r\n":
+            self.i += 1
+
+    def value(self) -> Any:
+        self.ws()
+        f, s = self.fmt, self.s
+        if s.startswith(f.obj_open, self.i):
+            self.i += len(f.obj_open)
+            out: dict[str, Any] = {}
+            self.ws()
+            if s.startswith(f.obj_close, self.i):
+                self.i += len(f.obj_close)
+                return out
+            while True:
+                self.ws()
+                key = self.key()
+                self.ws()
+                if not s.startswith(f.kv_sep.strip() or f.kv_sep, self.i):
+                    raise ValueError("expected key separator")
+                self.i += len(f.kv_sep.strip() or f.kv_sep)
+                out[key] = self.value()
+                self.ws()
+                if s.startswith(f.obj_close, self.i):
+                    self.i += len(f.obj_close)
+                    return out
+                sep = f.item_sep.strip() or f.item_sep
+                if not s.startswith(sep, self.i):
+                    raise ValueError("expected item separator")
+                self.i += len(sep)
+        if s.startswith(f.arr_open, self.i):
+            self.i += len(f.arr_open)
+            items: list[Any] = []
+            self.ws()
+            if s.startswith(f.arr_close, self.i):
+                self.i += len(f.arr_close)
+                return items
+            while True:
+                items.append(self.value())
+                self.ws()
+                if s.startswith(f.arr_close, self.i):
+                    self.i += len(f.arr_close)
+                    return items
+                sep = f.item_sep.strip() or f.item_sep
+                if not s.startswith(sep, self.i):
+                    raise ValueError("expected item separator")
+                self.i += len(sep)
+        if f.str_open and s.startswith(f.str_open, self.i):
+            self.i += len(f.str_open)
+            j = s.find(f.str_close, self.i)
+            if j < 0:
+                raise ValueError("unterminated string")
+            body = s[self.i:j]
+            self.i = j + len(f.str_close)
+            return _unescape(body, f)
+        # the format's own literals first, then the other common spellings (templates that
+        # print Python values inside a JSON-like dialect write None/True/False)
+        for word, val in ((f.true, True), (f.false, False), (f.null, None), ("true", True), ("false", False),
+                          ("null", None), ("True", True), ("False", False), ("None", None)):
+            if word and s.startswith(word, self.i):
+                self.i += len(word)
+                return val
+        j = self.i
+        while j < len(s) and s[j] in "+-.0123456789eE":
+            j += 1
+        if j == self.i:
+            raise ValueError(f"unexpected {s[self.i:self.i + 10]!r}")
+        num = s[self.i:j]
+        self.i = j
+        return json.loads(num) if num.lstrip("-").replace(".", "", 1).isdigit() or "e" in num.lower() \
+            else float(num)
+
+    def key(self) -> str:
+        f, s = self.fmt, self.s
+        if f.key_open and s.startswith(f.key_open, self.i):
+            self.i += len(f.key_open)
+            j = s.find(f.key_close or f.key_open, self.i)
+            key = s[self.i:j]
+            self.i = j + len(f.key_close or f.key_open)
+            return key
+        j = self.i
+        while j < len(s) and not s.startswith(f.kv_sep.strip() or f.kv_sep, j):
+            j += 1
+        key = s[self.i:j].strip()
+        self.i = j
+        return key
+
+
+def parse_value(text: str, fmt: ValueFormat) -> Any:
+    """The Python value ``text`` writes under ``fmt`` (ValueError if it does not)."""
+    if fmt.kind in ("json",) and not fmt.raw_strings:
+        return json.loads(text)
+    if fmt.kind in ("python_repr", "python_str"):
+        return ast.literal_eval(text.strip())
+    reader = _Reader(text, fmt)
+    value = reader.value()
+    reader.ws()
+    if reader.i != len(text):
+        raise ValueError("trailing text after value")
+    return value
+
+
+def to_json_text(text: str, fmt: ValueFormat) -> str:
+    """JSON text for a value written under ``fmt`` (ValueError if unreadable)."""
+    return json.dumps(parse_value(text, fmt), ensure_ascii=False)
+
+
+def schema_type(schema: dict[str, Any] | None) -> str | None:
+    """The first non-null JSON type a schema allows (``anyOf``/``oneOf``/type lists)."""
+    if not isinstance(schema, dict):
+        return None
+    t = schema.get("type")
+    if isinstance(t, str) and t != "null":
+        return t
+    if isinstance(t, list):
+        return next((x for x in t if x != "null"), None)
+    for key in ("anyOf", "oneOf"):
+        for sub in schema.get(key) or []:
+            st = schema_type(sub)
+            if st is not None:
+                return st
+    if "enum" in schema and schema["enum"]:
+        v = schema["enum"][0]
+        return "string" if isinstance(v, str) else None
+    return None
+
+
+def typed_json(raw: str, schema: dict[str, Any] | None, fmt: ValueFormat | None = None) -> str:
+    """JSON text for a raw tagged value, typed by the parameter's schema: strings stay strings;
+    numbers, booleans, arrays and objects are read as JSON (or the template's own format)."""
+    t = schema_type(schema)
+    if t in (None, "string"):
+        if t is None and fmt is not None and not fmt.raw_strings:
+            try:
+                return to_json_text(raw, fmt)
+            except (ValueError, SyntaxError):
+                pass
+        return json.dumps(raw, ensure_ascii=False)
+    for reader in ([fmt] if fmt is not None else []) + [ValueFormat(), PYTHON]:
+        try:
+            value = parse_value(raw.strip(), reader)
+        except (ValueError, SyntaxError):
+            continue
+        return json.dumps(value, ensure_ascii=False)
+    if t == "boolean" and raw.strip() in ("True", "False", "true", "false"):
+        return "true" if raw.strip().lower() == "true" else "false"
+    return json.dumps(raw, ensure_ascii=False)
+
+
+class LiteralValue(Parser):
+    """One value written under ``fmt`` (a quoted string, bracketed structure or bare word),
+    scanned as it streams; ends before the first character that cannot continue it.
+    Emits its raw text as one chunk when complete (it is converted to JSON afterwards)."""
+
+    def __init__(self, fmt: ValueFormat, tag: str | None = None) -> None:
+        self.fmt = fmt
+        self.tag = tag
+        self.opens = [x for x in (fmt.obj_open, fmt.arr_open) if x]
+        self.closes = {fmt.obj_open: fmt.obj_close, fmt.arr_open: fmt.arr_close}
+        quotes = [(fmt.str_open, fmt.str_close)] if fmt.str_open else []
+        if fmt.kind in ("python_repr", "python_str"):
+            quotes = [("'", "'"), ('"', '"')]
+        self.quotes = quotes
+
+    def run(self, inp: Input, pos: int) -> Run:
+        start = pos
+        stack: list[str] = []
+        while True:
+            if pos >= inp.end:
+                if inp.eof:
+                    break
+                yield NEED
+                continue
+            if not stack and pos > start and inp.get(pos, pos + 1) in ",)]}" + " \n" and \
+                    not any(inp.startswith(o, pos) for o in self.opens):
+                break
+            matched = False
+            for q_open, q_close in self.quotes:
+                if inp.startswith(q_open, pos):
+                    j = pos + len(q_open)
+                    while True:
+                        k = inp.find(q_close, j)
+                        if k < 0:
+                            if inp.eof:
+                                return inp.fail(pos, "unterminated string")
+                            yield NEED
+                            continue
+                        if self.fmt.escape in ("json", "python") or self.fmt.kind.startswith("python"):
+                            backslashes = 0
+                            while k - 1 - backslashes >= j and inp.get(k - 1 - backslashes, k - backslashes) == "\\":
+                                backslashes += 1
+                            if backslashes % 2:
+                                j = k + 1
+                                continue
+                        pos = k + len(q_close)
+                        break
+                    matched = True
+                    break
+            if matched:
+                if not stack:
+                    break
+                continue
+            opened = next((o for o in self.opens if inp.startswith(o, pos)), None)
+            if opened:
+                stack.append(self.closes[opened])
+                pos += len(opened)
+                continue
+            if stack and inp.startswith(stack[-1], pos):
+                pos += len(stack.pop())
+                if not stack:
+                    break
+                continue
+            pos += 1
+        if pos == start:
+            return inp.fail(pos, "expected a value")
+        inp.emit(inp.tag(self.tag), inp.get(start, pos), pos)
+        return pos
