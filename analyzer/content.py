@@ -50,10 +50,18 @@ def plausible_wrapper(text: str) -> bool:
             and not any(n in text for n in NEEDLES))
 
 
+def _recipient(before: str, prompt: str) -> bool:
+    """A recipient line: the prompt ends with a delimiter (``>>>``) and the turn addresses its
+    content with one word on its own line (``all\n``)."""
+    import re
+    return bool(re.fullmatch(r"\w+\n", before)) and bool(re.search(r"[^\w\s]$", prompt))
+
+
 def detect_content(turns: Turns, r: Reasoning | None, thinking_prompt_full: str | None) -> Content:
     before = _strip_empty_reasoning(turns.before_content, r)
     after = turns.after_content
-    start = before if before.strip() and plausible_wrapper(before) else ""
+    start = before if before.strip() and (plausible_wrapper(before) or _recipient(before, turns.default.prompt)) \
+        else ""
     mode = ContentMode.ALWAYS_WRAPPED if start else ContentMode.PLAIN
     if not start and r is not None and r.content_start.strip() and plausible_wrapper(r.content_start):
         start, mode = r.content_start, ContentMode.WRAPPED_WITH_REASONING

@@ -21,16 +21,18 @@ way ``parse_error`` says where.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from analyzer.errors import ParseError
+from analyzer.markers import is_marker, tokenize
 from analyzer.structures import (ContentMode, FunctionFormat, Part, ReasoningMode, TemplateAnalysis,
                                  ToolCallStructure, ValueFormat)
 
-from .peg import (FAIL, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, NEED, Opt, Parser, Repeat, Run, Seq,
+from .peg import (DECODER, FAIL, SLOW, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, NEED, Opt, Parser, Repeat, Run, Seq,
                   Session, Until, guards_of, run_all)
-from .values import LiteralValue, to_json_text, typed_json
+from .values import LiteralValue, to_json_text, typed_json, unwrap_cdata
 
 
 # --------------------------------------------------------------------------- grammar pieces
@@ -69,33 +71,46 @@ class Segments(Parser):
             n_events = len(inp.events)
             chunks_before = inp.chunks
             inp.error_pos, inp.error = -1, ""
-            end = yield from self.choice.run(inp, pos)
-            if end == FAIL and inp.error_pos == pos and inp.chunks == chunks_before and \
-                    len(inp.events) == n_events:
-                end = yield from default.run(inp, pos)  # no segment starts here: plain text
-                if end == pos:  # nothing consumed: take one character as text, to progress
-                    inp.events += [("open", "content"), ("chunk", "content", inp.get(pos, pos + 1)),
-                                   ("close", "content")]
-                    end = pos + 1
-                pos = end
-                continue
-            if end == FAIL:
-                fail = max(inp.error_pos, start)
-                inp.events.append(("abort", start, fail, inp.error or "unexpected text"))
-                resume = start if inp.chunks == chunks_before else fail
-                if fail <= resume:
-                    fail = resume
-                # the broken segment's text is content, verbatim, up to where parsing resumes
-                upto = max(fail, resume + 1)
-                while inp.end < upto and not inp.eof:
-                    yield NEED
-                upto = min(upto, inp.end)
-                if upto > resume:
-                    inp.events += [("open", "content"), ("chunk", "content", inp.get(resume, upto)),
-                                   ("close", "content")]
-                pos = upto
-                continue
-            pos = end
+            pos = yield from _pinned(inp, start, self._segment(inp, start, n_events, chunks_before, default))
+
+    def _segment(self, inp: Input, pos: int, n_events: int, chunks_before: int, default: Parser) -> Run:
+        """One segment from ``pos`` (or the text that stands for it); the position after it."""
+        start = pos
+        end = yield from self.choice.run(inp, pos)
+        if end == FAIL and inp.error_pos == pos and inp.chunks == chunks_before and \
+                len(inp.events) == n_events:
+            end = yield from default.run(inp, pos)  # no segment starts here: plain text
+            if end == pos:  # nothing consumed: take one character as text, to progress
+                inp.events += [("open", "content"), ("chunk", "content", inp.get(pos, pos + 1)),
+                               ("close", "content")]
+                end = pos + 1
+            return end
+        if end != FAIL:
+            return end
+        fail = max(inp.error_pos, start)
+        inp.events.append(("abort", start, fail, inp.error or "unexpected text"))
+        resume = start if inp.chunks == chunks_before else fail
+        if fail <= resume:
+            fail = resume
+        # the broken segment's text is content, verbatim, up to where parsing resumes
+        upto = max(fail, resume + 1)
+        while inp.end < upto and not inp.eof:
+            yield NEED
+        upto = min(upto, inp.end)
+        if upto > resume:
+            inp.events += [("open", "content"), ("chunk", "content", inp.get(resume, upto)),
+                           ("close", "content")]
+        return upto
+
+
+def _pinned(inp: Input, start: int, gen: Run) -> Run:
+    """Runs ``gen`` keeping the text from ``start`` until it emits text: a failure before that
+    rereads it; after that only what follows the emitted text is reread."""
+    inp.soft_pin(start)
+    try:
+        return (yield from gen)
+    finally:
+        inp.soft_unpin(start)
 
 
 class AtEnd(Parser):
@@ -123,7 +138,7 @@ class Recover(Parser):
 
     def run(self, inp: Input, pos: int) -> Run:
         chunks = inp.chunk_pos
-        end = yield from self.main.run(inp, pos)
+        end = yield from _pinned(inp, pos, self.main.run(inp, pos))
         if end != FAIL:
             return end
         resume = max(pos, inp.chunk_pos if inp.chunk_pos > chunks else pos)
@@ -142,11 +157,22 @@ class Closer(Parser):
     def __init__(self, marker: Marker) -> None:
         self.marker = marker
 
+    def _cut_off(self, inp: Input, pos: int) -> bool:
+        """The input ends (after whitespace) with a proper prefix of the marker."""
+        if not inp.eof or inp.end - pos > len(self.marker.core) + 256:
+            return False
+        rest = inp.get(pos, inp.end).strip()
+        return len(rest) < len(self.marker.core) and self.marker.core.startswith(rest)
+
+    def fast(self, inp: Input, pos: int) -> int:
+        if self._cut_off(inp, pos) or (inp.end - pos < 1 and not inp.eof):
+            return SLOW
+        return self.marker.fast(inp, pos)
+
     def run(self, inp: Input, pos: int) -> Run:
         while inp.end - pos < 1 and not inp.eof:
             yield NEED
-        rest = inp.get(pos, inp.end).strip()
-        if inp.eof and len(rest) < len(self.marker.core) and self.marker.core.startswith(rest):
+        if self._cut_off(inp, pos):
             inp.events.append(("error", pos, f"output ends before {self.marker.core!r}"))
             return inp.end
         return (yield from self.marker.run(inp, pos))
@@ -168,6 +194,57 @@ class JsonCall(Parser):
 
     def first(self) -> tuple[str, ...]:
         return ("{",)
+
+    def fast(self, inp: Input, pos: int) -> int:
+        """A whole, valid object already in the buffer, read with the C decoder; anything else
+        (incomplete, broken: recovery decides) goes the streaming way."""
+        text, base = inp.text, inp.base
+        i = _skip_ws(text, pos - base)
+        if not text.startswith("{", i):
+            return SLOW
+        events: list[tuple] = []
+        i = _skip_ws(text, i + 1)
+        if text.startswith("}", i):
+            return i + 1 + base
+        while True:
+            if not text.startswith('"', i):
+                return SLOW
+            try:
+                key, i = DECODER.raw_decode(text, i)
+            except ValueError:
+                return SLOW
+            i = _skip_ws(text, i)
+            if not text.startswith(":", i):
+                return SLOW
+            i = _skip_ws(text, i + 1)
+            try:
+                value, j = DECODER.raw_decode(text, i)
+            except ValueError:
+                return SLOW
+            if j >= len(text) and not inp.eof:
+                return SLOW  # a number may go on
+            if self.name_as_key:
+                events += [("open", "tool_name"), ("chunk", "tool_name", key), ("close", "tool_name"),
+                           ("open", "tool_args"), ("chunk", "tool_args", text[i:j]), ("close", "tool_args")]
+            elif key == self.name_field or (key == self.id_field and self.id_field):
+                tag = "tool_name" if key == self.name_field else "tool_id"
+                events += [("open", tag)]
+                value = value if isinstance(value, str) else json.dumps(value)
+                if value:
+                    events.append(("chunk", tag, value))
+                events.append(("close", tag))
+            elif key == self.args_field:
+                events += [("open", "tool_args"), ("chunk", "tool_args", text[i:j]), ("close", "tool_args")]
+            i = _skip_ws(text, j)
+            if text.startswith("}", i):
+                break
+            if not text.startswith(",", i):
+                return SLOW
+            i = _skip_ws(text, i + 1)
+        inp.events += events
+        inp.chunks += sum(1 for e in events if e[0] == "chunk")
+        inp.chunk_pos = i + 1 + base
+        return i + 1 + base
 
     def run(self, inp: Input, pos: int) -> Run:
         ws = " \t\r\n"
@@ -196,8 +273,11 @@ class JsonCall(Parser):
                     return FAIL
                 pos = yield from skip(pos)
             first = False
-            key_start = pos
-            pos = yield from JsonValue(tag="").run(inp, pos)  # the key (a JSON string), untagged
+            key_start = inp.pin(pos)
+            try:
+                pos = yield from JsonValue(tag="").run(inp, pos)  # the key (a JSON string), untagged
+            finally:
+                inp.unpin(key_start)
             if pos == FAIL:
                 return FAIL
             try:
@@ -228,6 +308,15 @@ class JsonCall(Parser):
                 return pos
 
 
+_WS = re.compile(r"[ \t\r\n]*")
+
+
+def _skip_ws(text: str, i: int) -> int:
+    if i < len(text) and text[i] in " \t\r\n":
+        return _WS.match(text, i).end()
+    return i
+
+
 def _peek(inp: Input, pos: int, s: str) -> Run:
     while inp.end - pos < len(s) and not inp.eof:
         yield NEED
@@ -238,8 +327,11 @@ class JsonString(Parser):
     """A JSON string value; its decoded text is the region's text (a bare value is taken as is)."""
 
     def run(self, inp: Input, pos: int) -> Run:
-        start = pos
-        end = yield from JsonValue(tag="").run(inp, pos)
+        start = inp.pin(pos)
+        try:
+            end = yield from JsonValue(tag="").run(inp, pos)
+        finally:
+            inp.unpin(start)
         if end == FAIL:
             return FAIL
         raw = inp.get(start, end)
@@ -291,6 +383,8 @@ def _follow(parts: Sequence[Part], i: int, after: Sequence[str], ts: ToolCallStr
             if ts.args_empty and ts.args_empty.strip():
                 out.append(lead(ts.args_empty))
             continue  # no arguments: whatever follows them
+        if ws and not out:
+            return [Marker.of(ws)]  # only whitespace separates this part from the next value
         return out
     return out + [lead(a) for a in after if a.strip()]
 
@@ -406,6 +500,62 @@ def _call_parser(ts: ToolCallStructure) -> Parser:
     return _skeleton_call(ts)
 
 
+def channel_parts(ts: ToolCallStructure) -> tuple[str, str, str, str] | None:
+    """For channel formats, ``(recipient, channel_marker, header_end, close)``: the literal
+    before the name (``to=functions.``), the first marker after it (``<|channel|>``), the marker
+    that ends the header (``<|message|>``) and what closes the call. Header attributes form an
+    unordered set (models write ``<|channel|>x to=functions.f <|constrain|>json<|message|>``
+    where a template writes `` to=functions.f<|channel|>x json<|message|>``)."""
+    if ts.function_format != FunctionFormat.CHANNEL_BASED:
+        return None
+    parts = list(ts.call_parts)
+    kinds = [p.kind for p in parts]
+    if kinds[:4] != ["lit", "name", "lit", "args"] and kinds[1:5] != ["lit", "name", "lit", "args"]:
+        return None
+    i = kinds.index("name")
+    recipient = parts[i - 1].text.strip()
+    toks = [t for t in tokenize(parts[i + 1].text) if is_marker(t)]
+    if not recipient or len(toks) < 2:
+        return None
+    close = parts[kinds.index("args") + 1].text if kinds.index("args") + 1 < len(parts) else ""
+    return recipient, toks[0], toks[-1], close
+
+
+class ChannelHeader(Parser):
+    """A call header in any attribute order: the text up to ``end``, in which ``recipient``
+    followed by the function name must occur."""
+
+    def __init__(self, recipient: str, end: str) -> None:
+        self.recipient, self.end = recipient, end
+
+    def run(self, inp: Input, pos: int) -> Run:
+        while True:
+            j = inp.find(self.end, pos)
+            if j >= 0:
+                break
+            if inp.eof:
+                return inp.fail(pos, f"expected {self.end!r}")
+            yield NEED
+        header = inp.get(pos, j)
+        k = header.find(self.recipient)
+        if k < 0:
+            return inp.fail(pos, f"no {self.recipient!r} in the header")
+        import re as _re
+        m = _re.match(r"[A-Za-z0-9_.\-]+", header[k + len(self.recipient):])
+        if not m:
+            return inp.fail(pos + k, "no function name after the recipient")
+        inp.events += [("open", "tool_name"), ("chunk", "tool_name", m.group(0)), ("close", "tool_name")]
+        inp.chunks += 1
+        return j + len(self.end)
+
+
+def _channel_call(ts: ToolCallStructure, parts: tuple[str, str, str, str]) -> Parser:
+    recipient, channel, end, close = parts
+    args = _args_parser(ts, [_marker(close)] if close.strip() else [])
+    after = Closer(_marker(close)) if close.strip() else Empty()
+    return Capture("tool_call", Seq(Lit(channel), ChannelHeader(recipient, end), args, after))
+
+
 def tool_guards(ts: ToolCallStructure) -> tuple[str, ...]:
     """Literals that start a tool section (section start, else the call's first literal)."""
     if ts.tool_section_start.strip():
@@ -479,9 +629,9 @@ def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, to
     if cs.content_start.strip():
         cstart = _marker(cs.content_start)
         cend = _marker(cs.content_end) if cs.content_end.strip() else None
-        eot_core = analysis.end_of_turn.strip()
+        ends = [x for x in (analysis.end_of_turn, analysis.final_suffix) if x.strip()]
         inner_stops = ([cend] if cend else []) + _tool_stops(ts, tools_enabled) + \
-            ([Marker(_marker(analysis.end_of_turn).core)] if eot_core else [])
+            [Marker(_marker(x).core) for x in ends]
         body = Capture("content", Until(inner_stops))
         seq = [cstart, body] + ([Opt(cend, tuple(g for g in cend.first() if g))] if cend else [])
         alts.append((tuple(g for g in cstart.first() if g), Seq(*seq)))
@@ -491,6 +641,10 @@ def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, to
         if guards:
             alts.append((guards, tool_section(ts, parallel)))
             stops += [Marker(g) for g in guards if g.strip() == g]
+        channel = channel_parts(ts)
+        if channel is not None:  # the same call with its header attributes in another order
+            alts.append(((channel[1],), _channel_call(ts, channel)))
+            stops.append(Marker(channel[1]))
     ends = [analysis.end_of_turn]
     if tools_enabled and ts.supports_tools and _turn_end_like(ts):
         ends.append(ts.tool_section_end)  # ends a tool-call turn; may follow content written after calls
@@ -505,10 +659,27 @@ def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, to
         # only at the very end: text the template writes after the last message (an EOS token)
         alts.append(((fin.core,), Seq(fin, AtEnd())))
         stops.append(Marker(fin.core))
+    if tools_enabled and ts.function_format == FunctionFormat.RECIPIENT_BASED and ts.call_separator.strip():
+        return _recipient_grammar(analysis, stops)
     body = Segments(alts, stops)
     if mode == ReasoningMode.FORCED_OPEN and end_m is not None:
         return Seq(reasoning_body, after_reasoning, body)
     return body
+
+
+def _recipient_grammar(analysis: TemplateAnalysis, stops: list[Marker]) -> Parser:
+    """Recipient-based turns (``>>>all\n...``, ``>>>get_weather\n{...}``): every message is
+    addressed; the content's recipient is the content opener the analysis found, any other
+    recipient is a function. The prompt writes the first delimiter."""
+    ts, cs = analysis.tool_call_structure, analysis.content_structure
+    delim = _marker(ts.call_separator)
+    ends = [Marker(_marker(x).core) for x in (analysis.end_of_turn, analysis.final_suffix) if x.strip()]
+    text_stops = [Marker(delim.core)] + ends
+    content = Seq(Lit(cs.content_start), Capture("content", Until(text_stops))) if cs.content_start else None
+    call = _skeleton_call(ts)
+    item = Choice([((cs.content_start,), content)], call) if content is not None else call
+    eot = Opt(ends[0]) if ends else Empty()
+    return Seq(Repeat(item, delim, min=1, closers=tuple(m.core for m in ends)), eot)
 
 
 def _turn_end_like(ts: ToolCallStructure) -> bool:
@@ -550,6 +721,26 @@ class _Call:
     errors: list[str] = field(default_factory=list)
 
 
+class TextBuffer:
+    """Appended text in compact pieces: a stream of 4-character chunks costs about one byte per
+    character, not one str object per chunk."""
+
+    __slots__ = ("parts", "tail")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.tail: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.tail.append(text)
+        if len(self.tail) >= 256:
+            self.parts.append("".join(self.tail))
+            self.tail = []
+
+    def getvalue(self) -> str:
+        return "".join(self.parts) + "".join(self.tail)
+
+
 class Assembler:
     """Turns runtime events into the message and into region events (seed 004 model), each of
     which also reads as an OpenAI-style delta (:func:`as_delta`)."""
@@ -557,7 +748,7 @@ class Assembler:
     def __init__(self, ts: ToolCallStructure, tools: Mapping[str, Mapping[str, Any]] | None) -> None:
         self.ts = ts
         self.tools = dict(tools or {})
-        self.text: dict[str, list[str]] = {"reasoning_content": [], "content": []}
+        self.text: dict[str, TextBuffer] = {"reasoning_content": TextBuffer(), "content": TextBuffer()}
         self.calls: list[_Call] = []
         self.current: _Call | None = None
         self.open: str | None = None
@@ -566,12 +757,11 @@ class Assembler:
         self._name: list[str] = []
         self._id: list[str] = []
         self._in: str | None = None  # tag of the tool sub-region being read
+        self.quiet = False  # build the message only (one-shot parsing): no region events
 
     # ---- output events
     def _region(self, kind: str, fld: str, **extra: Any) -> dict[str, Any]:
-        ev = {"type": kind, "field": fld}
-        ev.update(extra)
-        return ev
+        return {"type": kind, "field": fld, **extra}
 
     def handle(self, events: Iterable[tuple], out: list[dict[str, Any]]) -> None:
         for ev in events:
@@ -595,7 +785,8 @@ class Assembler:
 
     def _open(self, tag: str, out: list[dict[str, Any]]) -> None:
         if tag in FIELD:
-            out.append(self._region("region_open", FIELD[tag]))
+            if not self.quiet:
+                out.append(self._region("region_open", FIELD[tag]))
         elif tag == "tool_call":
             self.current = _Call(index=len(self.calls))
         elif tag in ("tool_name", "tool_id", "arg_key", "arg_value", "arg_literal", "args_literal", "arg_type",
@@ -616,7 +807,8 @@ class Assembler:
             return
         call.args.append(text)
         if call.announced:
-            out.append(self._region("region_chunk", "tool_calls", index=call.index, text=text, dirty=False))
+            if not self.quiet:
+                out.append(self._region("region_chunk", "tool_calls", index=call.index, text=text, dirty=False))
         else:
             call.pending.append(text)
 
@@ -627,9 +819,11 @@ class Assembler:
         extra = {"index": call.index, "name": call.name}
         if call.id is not None:
             extra["id"] = call.id
-        out.append(self._region("region_open", "tool_calls", **extra))
+        if not self.quiet:
+            out.append(self._region("region_open", "tool_calls", **extra))
         for text in call.pending:
-            out.append(self._region("region_chunk", "tool_calls", index=call.index, text=text, dirty=False))
+            if not self.quiet:
+                out.append(self._region("region_chunk", "tool_calls", index=call.index, text=text, dirty=False))
         call.pending = []
 
     def _param_schema(self, call: _Call) -> dict[str, Any] | None:
@@ -639,8 +833,9 @@ class Assembler:
 
     def _chunk(self, tag: str, text: str, out: list[dict[str, Any]]) -> None:
         if tag in FIELD:
-            self.text[FIELD[tag]].append(text)
-            out.append(self._region("region_chunk", FIELD[tag], text=text, dirty=False))
+            self.text[FIELD[tag]].write(text)
+            if not self.quiet:
+                out.append(self._region("region_chunk", FIELD[tag], text=text, dirty=False))
             return
         call = self.current
         if call is None:
@@ -670,7 +865,10 @@ class Assembler:
 
     def _string_typed(self, call: _Call) -> bool:
         """A raw tagged value streams as a JSON string when its schema (or, without one, its
-        typed marker) says string: the text is final as it arrives."""
+        typed marker) says string: the text is final as it arrives. (Not for formats that may
+        wrap values in CDATA: those are read whole and unwrapped.)"""
+        if any(f.cdata_chars for _, f in self.ts.value_formats):
+            return False
         schema = self._param_schema(call)
         from .values import schema_type
         t = schema_type(schema)
@@ -687,8 +885,9 @@ class Assembler:
 
     def _close(self, tag: str, out: list[dict[str, Any]]) -> None:
         if tag in FIELD:
-            value = "".join(self.text[FIELD[tag]])
-            out.append(self._region("region_close", FIELD[tag], value=value))
+            value = self.text[FIELD[tag]].getvalue()
+            if not self.quiet:
+                out.append(self._region("region_close", FIELD[tag], value=value))
             return
         call = self.current
         if tag == "tool_call":
@@ -733,7 +932,7 @@ class Assembler:
             if tag == "arg_value" and call.value_streaming:
                 self._emit_args(call, '"', out)
             elif tag == "arg_value":
-                raw = "".join(call.value_parts)
+                raw = unwrap_cdata("".join(call.value_parts))
                 self._emit_args(call, typed_json(raw, self._param_schema(call), self._value_format()), out)
             else:
                 raw = "".join(call.literal)
@@ -764,13 +963,15 @@ class Assembler:
             elif not call.args:
                 self._emit_args(call, "{}", out)
         args = "".join(call.args)
+        call.args = [args]  # one string per finished call
         try:
             json.loads(args)
         except ValueError:
             if not call.errors:
                 self.errors.append({"position": -1, "message": f"arguments of {call.name!r} are not valid JSON "
                                                                "(kept as the model wrote them)"})
-        out.append(self._region("region_close", "tool_calls", index=call.index, value=self._call_dict(call)))
+        if not self.quiet:
+            out.append(self._region("region_close", "tool_calls", index=call.index, value=self._call_dict(call)))
 
     def _call_dict(self, call: _Call) -> dict[str, Any]:
         d: dict[str, Any] = {"type": "function", "function": {"name": call.name, "arguments": "".join(call.args)}}
@@ -780,8 +981,8 @@ class Assembler:
 
     def message(self) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant",
-                               "content": "".join(self.text["content"]) or None,
-                               "reasoning_content": "".join(self.text["reasoning_content"]) or None}
+                               "content": self.text["content"].getvalue() or None,
+                               "reasoning_content": self.text["reasoning_content"].getvalue() or None}
         if self.calls:
             msg["tool_calls"] = [self._call_dict(c) for c in self.calls]
         if self.errors:
@@ -828,7 +1029,17 @@ class MessageStream:
     def feed(self, chunk: str) -> list[dict[str, Any]]:
         if self._done:
             raise RuntimeError("feed() after finish()")
+        inp, fast = self._session.inp, self._session.inp.fast
         out: list[dict[str, Any]] = []
+        if fast is not None and fast.emitted == inp.end and fast.tag and chunk and not inp.pins and \
+                self._session.result is None and fast.stop.isdisjoint(chunk):
+            # the hot path: plain text of an open region (no parser resumes)
+            inp.feed(chunk)
+            fast.emitted = inp.keep_from = inp.chunk_pos = inp.end
+            inp.chunks += 1
+            inp.soft_pins.clear()
+            self._asm._chunk(fast.tag, chunk, out)
+            return out
         self._asm.handle(self._session.feed(chunk), out)
         return out
 
@@ -875,8 +1086,8 @@ class MessageParser:
     def parse(self, text: str, *, strict: bool = False) -> dict[str, Any]:
         """The message in ``text`` (raises ParseError only when ``strict``)."""
         s = self.stream(strict=strict)
-        s._session.inp.eof = True
-        s._session.inp.text = text
+        s._asm.quiet = True
+        s._session.inp.set_text(text)
         s._session._resume()
         return s.finish()[0]
 

@@ -1,5 +1,474 @@
-"""GBNF grammar emission (filled in below)."""
+"""GBNF grammar for the tool-call part of a model's output.
+
+One emitter for every format: a tool call is its skeleton (literal parts, the tool's name, an
+id, an index, the arguments), and arguments are either one value written under the template's
+:class:`~analyzer.structures.ValueFormat` (JSON, Python, a dialect) or one unit per argument.
+Values follow each tool's JSON schema: types, enums, const, required/optional properties,
+nested objects and arrays, ``anyOf``/``oneOf``. Reasoning and content stay free text.
+
+Portability (see ``notes/dependencies.md``): no empty alternatives (optional groups instead),
+no ``\\u`` escapes (non-ASCII is written as raw UTF-8), no left recursion, ``|`` only inside a
+line, no token syntax.
+
+Example::
+
+    >>> from analyzer import analyze_template
+    >>> a = analyze_template("templates/chatml-think.jinja")
+    >>> tools = [{"type": "function", "function": {"name": "f", "parameters": {
+    ...     "type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}}]
+    >>> "root ::=" in build_gbnf(a, tools)
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Mapping, Sequence
+
+from analyzer.structures import Part, ReasoningMode, TemplateAnalysis, ToolCallStructure, ValueFormat
+from analyzer.values import dump, json_type
+
+from .values import schema_type
+
+JSON_STRING = r'"\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""'
+JSON_NUMBER = r'"-"? ( [0-9] | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?'
+JSON_INTEGER = r'"-"? ( [0-9] | [1-9] [0-9]{0,15} )'
+WS = r"[ \t\n]{0,20}"
 
 
-def attach_grammar(params, analysis, tools, tool_choice, parallel_tool_calls) -> None:
-    return None
+def literal(text: str) -> str:
+    """A GBNF string literal (raw UTF-8; ASCII controls escaped)."""
+    out = ['"']
+    for ch in text:
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02X}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _class_char(ch: str) -> str:
+    if ch in "\\]^-[":
+        return "\\" + ch
+    if ch == "\n":
+        return "\\n"
+    if ch == "\t":
+        return "\\t"
+    if ch == "\r":
+        return "\\r"
+    if ord(ch) < 0x20:
+        return f"\\x{ord(ch):02X}"
+    return ch
+
+
+class Grammar:
+    """Rules by name; ``add`` returns the name (identical bodies share one rule)."""
+
+    def __init__(self) -> None:
+        self.rules: dict[str, str] = {}
+        self._by_body: dict[str, str] = {}
+
+    def add(self, name: str, body: str) -> str:
+        if body in self._by_body:
+            return self._by_body[body]
+        base = re.sub(r"[^a-zA-Z0-9-]+", "-", name).strip("-").lower() or "r"
+        name, n = base, 1
+        while name in self.rules:
+            n += 1
+            name = f"{base}-{n}"
+        self.rules[name] = body
+        self._by_body[body] = name
+        return name
+
+    def text(self) -> str:
+        order = ["root"] + [k for k in self.rules if k != "root"]
+        return "".join(f"{k} ::= {self.rules[k]}\n" for k in order if k in self.rules)
+
+    # ---------------------------------------------------------------- text not containing a word
+
+    def not_containing(self, word: str, name: str = "text") -> str:
+        """A rule for any text (possibly empty, so use it as ``rule?``... it is written to be
+        used directly: it always accepts the empty string through ``?``-groups) that never
+        contains ``word``: the automaton that tracks the longest prefix of ``word`` just read."""
+        if not word:
+            return self.add(f"{name}-any", "[^\\x00]*")
+        n = len(word)
+        # KMP failure function
+        fail = [0] * n
+        k = 0
+        for i in range(1, n):
+            while k and word[i] != word[k]:
+                k = fail[k - 1]
+            if word[i] == word[k]:
+                k += 1
+            fail[i] = k
+
+        def step(state: int, ch: str) -> int:
+            while state and word[state] != ch:
+                state = fail[state - 1]
+            return state + 1 if word[state] == ch else 0
+
+        digest = hashlib.sha1(word.encode("utf-8")).hexdigest()[:8]  # stable across runs
+        base = re.sub(r"[^a-zA-Z0-9-]+", "-", name).strip("-").lower() or "text"
+        names = [f"{base}-{digest}-s{i}" for i in range(n)]
+        bodies: list[str] = []
+        for s in range(n):
+            alts: list[str] = []
+            seen: set[str] = set()
+            for ch in sorted(set(word)):
+                t = step(s, ch)
+                seen.add(ch)
+                if t < n:
+                    alts.append(f"{literal(ch)} {names[t]}")
+            excl = "".join(_class_char(c) for c in sorted(seen))
+            alts.append(f"[^{excl}] {names[0]}")
+            bodies.append("( " + " | ".join(alts) + " )?")
+        for nm, body in zip(names, bodies):
+            self.rules[nm] = body
+        return names[0]
+
+
+# --------------------------------------------------------------------------- values
+
+def _sep_rule(text: str) -> str:
+    core = text.strip()
+    return f"{literal(core)} {WS}" if core else (f"{WS}" if text else "")
+
+
+class ValueEmitter:
+    """Rules for values written under one ValueFormat, constrained by JSON schemas."""
+
+    def __init__(self, g: Grammar, fmt: ValueFormat, prefix: str) -> None:
+        self.g = g
+        self.fmt = fmt
+        self.prefix = prefix
+
+    def string(self) -> str:
+        f = self.fmt
+        if f.kind == "json" or (f.escape == "json" and f.str_open == '"'):
+            return self.g.add("json-string", JSON_STRING)
+        if f.kind in ("python_repr", "python_str"):
+            return self.g.add("py-string", "\"'\" ( [^'\\\\] | \"\\\\\" [^\\x00] )* \"'\" | "
+                                           "\"\\\"\" ( [^\"\\\\] | \"\\\\\" [^\\x00] )* \"\\\"\"")
+        body = self.g.not_containing(f.str_close or '"', f"{self.prefix}-str")
+        return self.g.add(f"{self.prefix}-dstring", f"{literal(f.str_open)} {body} {literal(f.str_close)}")
+
+    def literal_of(self, value: Any) -> str:
+        return literal(dump(value, self.fmt, top=False))
+
+    def value(self, schema: Mapping[str, Any] | None, name: str = "value") -> str:
+        g, f = self.g, self.fmt
+        schema = dict(schema or {})
+        if "const" in schema:
+            return g.add(f"{name}-const", self.literal_of(schema["const"]))
+        if "enum" in schema and schema["enum"]:
+            return g.add(f"{name}-enum", " | ".join(self.literal_of(v) for v in schema["enum"]))
+        for key in ("anyOf", "oneOf"):
+            if schema.get(key):
+                alts = [self.value(s, f"{name}-alt") for s in schema[key]]
+                return g.add(f"{name}-any", " | ".join(alts))
+        t = schema.get("type")
+        if isinstance(t, list):
+            alts = [self.value({**schema, "type": x}, f"{name}-{x}") for x in t]
+            return g.add(f"{name}-types", " | ".join(alts))
+        if t == "string":
+            return self.string()
+        if t == "integer":
+            return g.add("integer", JSON_INTEGER)
+        if t == "number":
+            return g.add("number", JSON_NUMBER)
+        if t == "boolean":
+            return g.add(f"{self.prefix}-bool", f"{literal(f.true)} | {literal(f.false)}" if f.kind not in
+                         ("python_repr", "python_str") else '"True" | "False"')
+        if t == "null":
+            return g.add(f"{self.prefix}-null", literal("None" if f.kind.startswith("python") else f.null))
+        if t == "array":
+            item = self.value(schema.get("items"), f"{name}-item")
+            return self.array(item, name)
+        if t == "object" or "properties" in schema:
+            return self.object(schema, name)
+        return self.any_value()
+
+    def array(self, item: str, name: str) -> str:
+        f = self.fmt
+        sep = _sep_rule(f.item_sep)
+        return self.g.add(f"{name}-array", f"{literal(f.arr_open)} {WS} ( {item} ( {WS} {sep} {item} )* )? {WS} "
+                                           f"{literal(f.arr_close)}")
+
+    def key(self, key: str) -> str:
+        f = self.fmt
+        if f.kind in ("python_repr", "python_str"):
+            return literal(repr(key))
+        return literal(f"{f.key_open}{key}{f.key_close}") if f.kind != "json" else literal(json.dumps(key))
+
+    def object(self, schema: Mapping[str, Any], name: str) -> str:
+        f = self.fmt
+        props = dict(schema.get("properties") or {})
+        if not props:
+            return self.any_object()
+        required = set(schema.get("required") or [])
+        keys = sorted(props) if f.sort_keys else list(props)
+        kv = _sep_rule(f.kv_sep)
+        items = [(k, f"{self.key(k)} {WS} {kv} {self.value(props[k], f'{name}-{k}')}", k in required) for k in keys]
+        chain = chain_rule(self.g, f"{name}-props", items, f"{WS} {_sep_rule(f.item_sep)}")
+        inner = chain if chain else ""
+        return self.g.add(f"{name}-object", f"{literal(f.obj_open)} {WS} {inner} {WS} {literal(f.obj_close)}")
+
+    def any_value(self) -> str:
+        g = self.g
+        name = f"{self.prefix}-any-value"
+        if name in g.rules:
+            return name
+        g.rules[name] = "__pending__"
+        f = self.fmt
+        if f.kind in ("python_repr", "python_str"):
+            scalars = f'{self.string()} | {g.add("number", JSON_NUMBER)} | "True" | "False" | "None"'
+        else:
+            scalars = (f'{self.string()} | {g.add("number", JSON_NUMBER)} | {literal(f.true)} | {literal(f.false)} | '
+                       f'{literal(f.null)}')
+        arr = self.array(name, f"{self.prefix}-any")
+        obj = self.any_object(name)
+        g.rules[name] = f"{scalars} | {arr} | {obj}"
+        return name
+
+    def any_object(self, value_rule: str | None = None) -> str:
+        f = self.fmt
+        value_rule = value_rule or self.any_value()
+        key = self.string() if f.key_open else self.g.add(f"{self.prefix}-bare-key", "[a-zA-Z_] [a-zA-Z0-9_]*")
+        kv = f"{key} {WS} {_sep_rule(f.kv_sep)} {value_rule}"
+        sep = _sep_rule(f.item_sep)
+        return self.g.add(f"{self.prefix}-any-object", f"{literal(f.obj_open)} {WS} ( {kv} ( {WS} {sep} {kv} )* )? "
+                                                       f"{WS} {literal(f.obj_close)}")
+
+
+def chain_rule(g: Grammar, name: str, items: Sequence[tuple[str, str, bool]], sep: str) -> str:
+    """Properties in order: required ones always, optional ones maybe; ``sep`` between the ones
+    present. Returns a rule that may match nothing only when every item is optional (then the
+    caller wraps it in ``( ... )?``... it is returned already optional)."""
+    n = len(items)
+    cache: dict[tuple[int, bool], str | None] = {}
+
+    def nonempty(i: int, has_prev: bool) -> str | None:
+        """Rule for a non-empty run of items starting at or after ``i``."""
+        if i >= n:
+            return None
+        key = (i, has_prev)
+        if key in cache:
+            return cache[key]
+        _, kv, req = items[i]
+        rest = after(i + 1)
+        lead = f"{sep} " if has_prev and sep else ""
+        alts = [f"{lead}{kv}" + (f" {rest}" if rest else "")]
+        if not req:
+            skip = nonempty(i + 1, has_prev)
+            if skip:
+                alts.append(skip)
+        rule = g.add(f"{name}-{i}{'p' if has_prev else ''}", " | ".join(alts))
+        cache[key] = rule
+        return rule
+
+    def after(i: int) -> str | None:
+        """What follows a present item: the rest, which may be empty unless something required."""
+        rule = nonempty(i, True)
+        if rule is None:
+            return None
+        if any(req for _, _, req in items[i:]):
+            return rule
+        return f"( {rule} )?"
+
+    first = nonempty(0, False)
+    if first is None:
+        return ""
+    if any(req for _, _, req in items):
+        return first
+    return f"( {first} )?"
+
+
+# --------------------------------------------------------------------------- calls
+
+def _tool_list(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    out = []
+    for t in tools or []:
+        fn = t.get("function", t)
+        out.append({"name": fn["name"], "parameters": fn.get("parameters") or {}})
+    return out
+
+
+def _tagged_args(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any], prefix: str) -> str:
+    params = tool["parameters"]
+    props = dict(params.get("properties") or {})
+    required = set(params.get("required") or [])
+    formats = dict(ts.value_formats)
+    keys = sorted(props) if ts.args_format.sort_keys else list(props)
+    items = []
+    for k in keys:
+        schema = props[k]
+        jt = schema_type(schema) or "string"
+        fmt = formats.get(jt) or formats.get("string") or ValueFormat()
+        parts = list(ts.arg_parts)
+        seq: list[str] = []
+        for i, p in enumerate(parts):
+            if p.kind == "lit":
+                seq.append(literal(p.text))
+            elif p.kind == "key":
+                seq.append(literal(k))
+            elif p.kind == "typed":
+                table = dict(p.by_type)
+                text = table.get(jt) or table.get("number" if jt == "integer" else jt) or table.get("string", "")
+                seq.append(literal(text))
+            elif p.kind == "value":
+                seq.append(_tagged_value(g, ts, fmt, schema, jt, parts, i, f"{prefix}-{k}"))
+        items.append((k, " ".join(x for x in seq if x != '""'), k in required))
+    if not items:
+        return literal(ts.args_empty) if ts.args_empty else ""
+    sep = literal(ts.arg_separator) if ts.arg_separator else ""
+    chain = chain_rule(g, f"{prefix}-args", items, sep)
+    if ts.args_empty and not any(r for _, _, r in items):
+        return g.add(f"{prefix}-args-or-empty", f"{literal(ts.args_empty)} | {chain.strip('()? ')}")
+    return chain
+
+
+def _closer_after(parts: Sequence[Part], i: int) -> str:
+    for p in parts[i + 1:]:
+        if p.kind == "lit" and p.text:
+            return p.text
+    return ""
+
+
+def _tagged_value(g: Grammar, ts: ToolCallStructure, fmt: ValueFormat, schema: Mapping[str, Any], jt: str,
+                  parts: Sequence[Part], i: int, name: str) -> str:
+    if fmt.raw_strings and jt == "string" and "enum" not in schema and "const" not in schema:
+        closer = _closer_after(parts, i) or ts.arg_separator
+        return g.not_containing(closer.strip() or closer, f"{name}-raw")
+    if fmt.kind == "units":
+        closer = _closer_after(parts, i)
+        return g.not_containing(closer.strip() or closer, f"{name}-raw")
+    emitter = ValueEmitter(g, fmt if not fmt.raw_strings or jt != "string" else fmt, name)
+    if fmt.raw_strings and jt == "string":  # enum/const strings written raw
+        vals = schema.get("enum") or [schema.get("const")]
+        return g.add(f"{name}-enum", " | ".join(literal(str(v)) for v in vals))
+    return emitter.value(schema, name)
+
+
+def _call_rule(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any], index_name: str) -> str:
+    prefix = f"call-{tool['name']}"
+    seq: list[str] = []
+    from .build import channel_parts
+    channel = channel_parts(ts)
+    name_at = next((i for i, p in enumerate(ts.call_parts) if p.kind == "name"), -1)
+    for i, p in enumerate(ts.call_parts):
+        if p.kind == "lit" and channel is not None and i == name_at + 1:
+            # header attributes in any order after the name, up to the header's end marker
+            soup = g.not_containing(channel[2], f"{prefix}-header")
+            seq.append(g.add(f"{prefix}-header-any", f"{literal(p.text)} | {soup} {literal(channel[2])}"))
+        elif p.kind == "lit":
+            seq.append(literal(p.text))
+        elif p.kind == "name":
+            seq.append(literal(tool["name"]))
+        elif p.kind == "id":
+            if not any(q.kind == "name" for q in ts.call_parts):  # the id carries the name
+                seq.append(f"[a-zA-Z0-9_.-]* {literal(tool['name'])} [a-zA-Z0-9_.:-]*")
+            else:
+                seq.append(g.add("call-id", "[a-zA-Z0-9_.:-]+"))
+        elif p.kind == "index":
+            seq.append(g.add("call-index", "[0-9]+"))
+        elif p.kind == "args":
+            if ts.args_mode == "tagged":
+                seq.append(_tagged_args(g, ts, tool, prefix))
+            else:
+                emitter = ValueEmitter(g, ts.args_format, prefix)
+                schema = dict(tool["parameters"]) or {"type": "object"}
+                schema.setdefault("type", "object")
+                seq.append(emitter.value(schema, f"{prefix}-args"))
+        elif p.kind == "typed":
+            seq.append(literal(next((t for _, t in p.by_type), "")))
+    body = " ".join(x for x in seq if x and x != '""') or '""'
+    return g.add(prefix, body)
+
+
+def grammar_start(analysis: TemplateAnalysis) -> str:
+    """When calls start with whitespace before their first word and have no section marker, a
+    lazy grammar starts at the word (where a trigger matches): the word without the space."""
+    ts = analysis.tool_call_structure
+    if ts.tool_section_start or not ts.call_parts or ts.call_parts[0].kind != "lit":
+        return ""
+    first = ts.call_parts[0].text
+    return first.lstrip() if first != first.lstrip() and first.strip() else ""
+
+
+def tool_section_rule(g: Grammar, analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]],
+                      parallel: bool, skip_first: bool = False) -> str:
+    ts = analysis.tool_call_structure
+    if skip_first:  # the first call's leading literal is written by the root rule
+        from dataclasses import replace
+        ts = replace(ts, call_parts=ts.call_parts[1:])
+    calls = [_call_rule(g, ts, t, "i") for t in _tool_list(tools)]
+    call = g.add("tool-call", " | ".join(calls))
+    sep = literal(ts.call_separator) if ts.call_separator else ""
+    many = f"{call} ( {sep} {call} )*" if parallel and ts.supports_parallel else call
+    pieces = [literal(ts.tool_section_start) if ts.tool_section_start else "", many,
+              literal(ts.tool_section_end) if ts.tool_section_end else ""]
+    return g.add("tool-calls", " ".join(p for p in pieces if p))
+
+
+def build_gbnf(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]] | None, *,
+               tool_choice: str = "auto", parallel_tool_calls: bool = True, lazy: bool = True,
+               mode: ReasoningMode | None = None) -> str | None:
+    """The GBNF grammar for one request, or None when nothing needs constraining.
+
+    ``lazy``: the grammar starts at the trigger (``root`` is the tool section); otherwise it
+    covers the whole output: free reasoning (when the prompt opened it), free content, then
+    the tool section (mandatory when ``tool_choice="required"``).
+    """
+    ts = analysis.tool_call_structure
+    if tool_choice == "none" or not tools or not ts.supports_tools or not ts.call_parts:
+        return None
+    g = Grammar()
+    section = tool_section_rule(g, analysis, tools, parallel_tool_calls)
+    if lazy:
+        # a pattern trigger matches from the call's first word: the grammar starts there too
+        trig = grammar_start(analysis)
+        g.rules["root"] = section if not trig else f"{literal(trig)} {tool_section_rule(g, analysis, tools, parallel_tool_calls, skip_first=True)}"
+        return g.text()
+    cs = analysis.content_structure
+    parts: list[str] = []
+    if mode == ReasoningMode.FORCED_OPEN and cs.reasoning_end.strip():
+        thought = g.not_containing(cs.reasoning_end.strip(), "reasoning")
+        parts.append(f"{thought} {literal(cs.reasoning_end.strip())} {WS}")
+    trigger = (ts.tool_section_start or next((p.text for p in ts.call_parts if p.kind == "lit" and p.text.strip()), ""))
+    free = g.not_containing(trigger.strip() or trigger, "content") if trigger.strip() else ""
+    if tool_choice == "required":
+        parts += [free, section]
+    else:
+        parts += [free, f"( {section} )?"]
+    g.rules["root"] = " ".join(p for p in parts if p)
+    return g.text()
+
+
+def attach_grammar(params: Any, analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]] | None,
+                   tool_choice: str, parallel_tool_calls: bool) -> None:
+    """Fill grammar, laziness, triggers and preserved tokens of ``params``."""
+    from .triggers import grammar_triggers, preserved_tokens, use_lazy_grammar
+
+    params.preserved_tokens = preserved_tokens(analysis)
+    if tool_choice == "none" or not tools or not analysis.tool_call_structure.supports_tools:
+        return
+    triggers = grammar_triggers(analysis, tools)
+    lazy = use_lazy_grammar(analysis, params.parser.mode, tool_choice, triggers)
+    params.grammar = build_gbnf(analysis, tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+                                lazy=lazy, mode=params.parser.mode)
+    params.grammar_lazy = lazy
+    params.grammar_triggers = triggers if lazy else []

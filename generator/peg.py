@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Iterable, Sequence
 
 FAIL = -1
+SLOW = -2    # ``fast()`` cannot answer without waiting for input: use ``run()``
 NEED = None  # what a parser yields when it needs more input
 
 Event = tuple  # ("open", tag) | ("chunk", tag, text) | ("close", tag) | ("value", tag, obj)
@@ -45,11 +46,12 @@ Run = Generator[None, None, int]
 class Input:
     """The text fed so far. Positions are absolute; the consumed head is dropped from memory."""
 
-    __slots__ = ("text", "base", "eof", "events", "fast", "error", "error_pos", "keep_from", "tags", "chunks",
-                 "chunk_pos", "recovered")
+    __slots__ = ("text", "base", "end", "eof", "events", "fast", "error", "error_pos", "keep_from", "tags",
+                 "chunks", "chunk_pos", "recovered", "pins", "soft_pins")
 
     def __init__(self) -> None:
         self.text = ""
+        self.end = 0  # absolute position after the last character fed
         self.base = 0
         self.eof = False
         self.events: list[Event] = []
@@ -61,6 +63,8 @@ class Input:
         self.chunks = 0      # chunk events emitted so far
         self.chunk_pos = 0   # where the last emitted chunk ended
         self.recovered = False  # a Recover fell back to raw text (the enclosing structure is broken)
+        self.pins: list[int] = []  # positions a parser will read back from (never trimmed)
+        self.soft_pins: list[int] = []  # the same, until the next chunk is emitted
 
     def emit(self, tag: str | None, text: str, end: int) -> None:
         """A ``chunk`` event of ``tag`` (nothing for an empty tag or text)."""
@@ -68,14 +72,12 @@ class Input:
             self.events.append(("chunk", tag, text))
             self.chunks += 1
             self.chunk_pos = end
+            if self.soft_pins:
+                self.soft_pins.clear()
 
     def tag(self, own: str | None) -> str | None:
         """A text parser's tag: its own, else the innermost open capture's."""
         return own if own is not None else (self.tags[-1] if self.tags else None)
-
-    @property
-    def end(self) -> int:
-        return self.base + len(self.text)
 
     def get(self, a: int, b: int) -> str:
         return self.text[a - self.base:b - self.base]
@@ -87,12 +89,38 @@ class Input:
         i = self.text.find(s, pos - self.base)
         return i + self.base if i >= 0 else -1
 
+    def pin(self, pos: int) -> int:
+        """Keep the text from ``pos`` on until ``unpin(pos)``: a parser will read it back."""
+        self.pins.append(pos)
+        return pos
+
+    def unpin(self, pos: int) -> None:
+        self.pins.remove(pos)
+
+    def soft_pin(self, pos: int) -> None:
+        """Keep the text from ``pos`` on until a chunk is emitted (or ``soft_unpin(pos)``)."""
+        self.soft_pins.append(pos)
+
+    def soft_unpin(self, pos: int) -> None:
+        if pos in self.soft_pins:
+            self.soft_pins.remove(pos)
+
     def feed(self, chunk: str) -> None:
-        drop = self.keep_from - self.base
-        if drop > 4096 and drop * 2 > len(self.text):  # amortized O(1): copy only when half is dead
+        keep = self.keep_from
+        if self.pins:
+            keep = min(keep, min(self.pins))
+        if self.soft_pins:
+            keep = min(keep, min(self.soft_pins))
+        drop = keep - self.base
+        if drop > 1024 and drop * 2 > len(self.text):  # amortized O(1): copy only when half is dead
             self.text = self.text[drop:]
             self.base += drop
         self.text += chunk
+        self.end += len(chunk)
+
+    def set_text(self, text: str) -> None:
+        """The whole input at once (one-shot parsing)."""
+        self.text, self.base, self.end, self.eof = text, 0, len(text), True
 
     def fail(self, pos: int, message: str) -> int:
         if pos > self.error_pos:
@@ -119,6 +147,11 @@ class Parser:
         raise NotImplementedError
         yield
 
+    def fast(self, inp: Input, pos: int) -> int:
+        """The result without a coroutine when the input at hand decides it (no side effects
+        when it returns ``SLOW``)."""
+        return SLOW
+
     def first(self) -> tuple[str, ...] | None:
         """Literals the parser can start with (None: unknown, or may start with anything)."""
         return None
@@ -137,6 +170,9 @@ class Empty(Parser):
         return pos
         yield  # pragma: no cover
 
+    def fast(self, inp: Input, pos: int) -> int:
+        return pos
+
     def nullable(self) -> bool:
         return True
 
@@ -150,6 +186,13 @@ class Lit(Parser):
 
     def run(self, inp: Input, pos: int) -> Run:
         yield from _wait_for(inp, pos, len(self.text))
+        if inp.startswith(self.text, pos):
+            return pos + len(self.text)
+        return inp.fail(pos, f"expected {self.text!r}")
+
+    def fast(self, inp: Input, pos: int) -> int:
+        if inp.end - pos < len(self.text) and not inp.eof:
+            return SLOW
         if inp.startswith(self.text, pos):
             return pos + len(self.text)
         return inp.fail(pos, f"expected {self.text!r}")
@@ -198,6 +241,20 @@ class Marker(Parser):
                 return pos + k
         return pos
 
+    def fast(self, inp: Input, pos: int) -> int:
+        if inp.end - pos < len(self.before) + len(self.core) + len(self.after) and not inp.eof:
+            return SLOW
+        for k in range(len(self.before), -1, -1):
+            if inp.startswith(self.before[len(self.before) - k:] + self.core, pos):
+                pos += k + len(self.core)
+                break
+        else:
+            return inp.fail(pos, f"expected {self.core!r}")
+        for k in range(len(self.after), 0, -1):
+            if inp.startswith(self.after[:k], pos):
+                return pos + k
+        return pos
+
     def first(self) -> tuple[str, ...]:
         return tuple(self.before[len(self.before) - k:] + self.core for k in range(len(self.before) + 1))
 
@@ -214,7 +271,8 @@ class Seq(Parser):
 
     def run(self, inp: Input, pos: int) -> Run:
         for p in self.items:
-            pos = yield from p.run(inp, pos)
+            r = p.fast(inp, pos)
+            pos = (yield from p.run(inp, pos)) if r == SLOW else r
             if pos == FAIL:
                 return FAIL
         return pos
@@ -269,10 +327,10 @@ class Choice(Parser):
             if pending and not inp.eof:
                 yield NEED  # a longer guard may still match
                 continue
-            if best is not None:
-                return (yield from best[1].run(inp, pos))
-            if self.default is not None:
-                return (yield from self.default.run(inp, pos))
+            chosen = best[1] if best is not None else self.default
+            if chosen is not None:
+                r = chosen.fast(inp, pos)
+                return (yield from chosen.run(inp, pos)) if r == SLOW else r
             return inp.fail(pos, "expected one of " + ", ".join(repr(g) for gs, _ in self.alternatives for g in gs))
 
     def first(self) -> tuple[str, ...] | None:
@@ -359,7 +417,8 @@ class Repeat(Parser):
                 return pos
         cont = self._continue_guards()
         while True:
-            pos = yield from self.item.run(inp, pos)
+            r = self.item.fast(inp, pos)
+            pos = (yield from self.item.run(inp, pos)) if r == SLOW else r
             if pos == FAIL:
                 return FAIL
             count += 1
@@ -369,7 +428,8 @@ class Repeat(Parser):
             if not go:
                 return pos if count >= self.min else inp.fail(pos, "too few items")
             if self.sep is not None:
-                pos = yield from self.sep.run(inp, pos)
+                r = self.sep.fast(inp, pos)
+                pos = (yield from self.sep.run(inp, pos)) if r == SLOW else r
                 if pos == FAIL:
                     return FAIL
 
@@ -420,6 +480,28 @@ class Until(Parser):
             j -= 1
         return j
 
+    def _finish(self, inp: Input, emitted: int, hit: int, core: str) -> int:
+        stop = next(s for s in self.stops if s.core == core)
+        end = hit
+        for k in range(len(stop.before), 0, -1):  # whitespace that belongs to the marker
+            if end - k >= emitted and inp.startswith(stop.before[len(stop.before) - k:], end - k):
+                end -= k
+                break
+        self._emit(inp, emitted, end)
+        inp.keep_from = end
+        return end
+
+    def fast(self, inp: Input, pos: int) -> int:
+        m = self._pattern.search(inp.text, pos - inp.base) if self._pattern else None
+        if m is not None:
+            return self._finish(inp, pos, m.start() + inp.base, m.group(0))
+        if inp.eof:
+            if not self.to_end:
+                return inp.fail(inp.end, "expected " + " or ".join(repr(c) for c in self.cores))
+            self._emit(inp, pos, inp.end)
+            return inp.end
+        return SLOW
+
     def run(self, inp: Input, pos: int) -> Run:
         emitted = scan = pos
         tag = inp.tag(self.tag)
@@ -429,16 +511,7 @@ class Until(Parser):
             inp.fast = None
             m = self._pattern.search(inp.text, max(scan, emitted) - inp.base) if self._pattern else None
             if m is not None:
-                hit = m.start() + inp.base
-                stop = next(s for s in self.stops if s.core == m.group(0))
-                end = hit
-                for k in range(len(stop.before), 0, -1):  # whitespace that belongs to the marker
-                    if end - k >= emitted and inp.startswith(stop.before[len(stop.before) - k:], end - k):
-                        end -= k
-                        break
-                self._emit(inp, emitted, end)
-                inp.keep_from = end
-                return end
+                return self._finish(inp, emitted, m.start() + inp.base, m.group(0))
             if inp.eof:
                 if not self.to_end:
                     return inp.fail(inp.end, "expected " + " or ".join(repr(c) for c in self.cores))
@@ -457,6 +530,7 @@ _JSON_WS = " \t\n\r"
 _STRING_BODY = re.compile(r'[^"\\]+')
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _LITERALS = ("true", "false", "null")
+DECODER = json.JSONDecoder()  # shared: building a decoder costs more than a small decode
 
 
 class JsonValue(Parser):
@@ -465,11 +539,28 @@ class JsonValue(Parser):
 
     def __init__(self, tag: str | None = None) -> None:
         self.tag = tag
-        self._decoder = json.JSONDecoder()
 
     def _emit(self, inp: Input, a: int, b: int) -> None:
         if b > a:
             inp.emit(inp.tag(self.tag), inp.get(a, b), b)
+
+    def fast(self, inp: Input, pos: int) -> int:
+        """A value already complete in the buffer is found by the C decoder (a number is
+        complete only when something follows it)."""
+        i = pos - inp.base
+        text = inp.text
+        while i < len(text) and text[i] in _JSON_WS:
+            i += 1
+        if i >= len(text) or text[i] in "NI":
+            return SLOW if not inp.eof else inp.fail(pos, "invalid JSON")
+        try:
+            _, end = DECODER.raw_decode(text, i)
+        except ValueError:
+            return SLOW if not inp.eof else inp.fail(i + inp.base, "invalid JSON")
+        if end >= len(text) and not inp.eof and text[i] not in '"{[':
+            return SLOW  # a number or literal may go on
+        self._emit(inp, i + inp.base, end + inp.base)
+        return end + inp.base
 
     def run(self, inp: Input, pos: int) -> Run:
         while True:  # leading whitespace
@@ -481,7 +572,7 @@ class JsonValue(Parser):
         start = pos
         if inp.eof:  # the whole value is here: let the C decoder find its end
             try:
-                _, end = self._decoder.raw_decode(inp.text, pos - inp.base)
+                _, end = DECODER.raw_decode(inp.text, pos - inp.base)
             except ValueError:
                 return inp.fail(pos, "invalid JSON")
             self._emit(inp, start, end + inp.base)
@@ -490,6 +581,7 @@ class JsonValue(Parser):
         stack: list[str] = []
         state = "value"  # value | after | string | escape | number | literal
         lit = ""
+        num_start = pos
         while True:
             if pos >= inp.end:
                 if inp.eof:
@@ -499,7 +591,7 @@ class JsonValue(Parser):
                     return inp.fail(pos, "unterminated JSON value")
                 self._emit(inp, emitted, pos)
                 emitted = pos
-                inp.keep_from = pos
+                inp.keep_from = num_start if state == "number" else pos  # a number is checked whole
                 inp.fast = _Fast(frozenset('"\\'), inp.tag(self.tag), pos) if state == "string" else None
                 yield NEED
                 if inp.fast is not None and inp.fast.emitted > pos:
@@ -527,6 +619,8 @@ class JsonValue(Parser):
                 if ch in "0123456789+-.eE":
                     pos += 1
                 else:
+                    if not _NUMBER.fullmatch(inp.get(num_start, pos)):
+                        return inp.fail(num_start, "invalid JSON number")
                     state = "after"
                     if not stack:
                         self._emit(inp, emitted, pos)
@@ -552,7 +646,7 @@ class JsonValue(Parser):
                 elif ch == '"':
                     state = "string"
                 elif ch in "-0123456789":
-                    state = "number"
+                    state, num_start = "number", pos - 1
                 elif ch in "tfn":
                     state, lit = "literal", ch
                 elif ch in "}]" and stack and ch == stack[-1]:  # empty container
@@ -598,6 +692,15 @@ class OneOf(Parser):
         inp.emit(inp.tag(self.tag), hit, pos + len(hit))
         return pos + len(hit)
 
+    def fast(self, inp: Input, pos: int) -> int:
+        hit, pending = _guard_state(inp, pos, self.options)
+        if pending and not inp.eof:
+            return SLOW
+        if hit is None:
+            return inp.fail(pos, "expected one of " + ", ".join(map(repr, self.options)))
+        inp.emit(inp.tag(self.tag), hit, pos + len(hit))
+        return pos + len(hit)
+
     def first(self) -> tuple[str, ...]:
         return tuple(self.options)
 
@@ -610,11 +713,25 @@ class Capture(Parser):
     tag: str
     p: Parser
 
+    def fast(self, inp: Input, pos: int) -> int:
+        mark = len(inp.events)
+        inp.tags.append(self.tag)
+        try:
+            end = self.p.fast(inp, pos)
+        finally:
+            inp.tags.pop()
+        if end == SLOW:
+            return SLOW
+        inp.events.insert(mark, ("open", self.tag))
+        inp.events.append(("close", self.tag))
+        return end
+
     def run(self, inp: Input, pos: int) -> Run:
         inp.events.append(("open", self.tag))
         inp.tags.append(self.tag)
         try:
-            end = yield from self.p.run(inp, pos)
+            r = self.p.fast(inp, pos)
+            end = (yield from self.p.run(inp, pos)) if r == SLOW else r
         finally:
             inp.tags.pop()
         inp.events.append(("close", self.tag))
@@ -660,11 +777,18 @@ class Session:
 
     def __init__(self, parser: Parser) -> None:
         self.inp = Input()
+        self._parser = parser
         self._gen = parser.run(self.inp, 0)
         self.result: int | None = None
         self._started = False
 
     def _resume(self) -> None:
+        if not self._started:
+            r = self._parser.fast(self.inp, 0)
+            if r != SLOW:
+                self._started = True
+                self.result = r
+                return
         try:
             if not self._started:
                 self._started = True
@@ -680,7 +804,8 @@ class Session:
             inp.feed(chunk)
             return []
         fast = inp.fast
-        if fast is not None and fast.emitted == inp.end and fast.stop.isdisjoint(chunk):
+        if fast is not None and fast.emitted == inp.end and not inp.pins and fast.stop.isdisjoint(chunk):
+            inp.soft_pins.clear()  # the chunk below is emitted
             inp.feed(chunk)
             fast.emitted = inp.end
             inp.keep_from = fast.emitted
@@ -705,7 +830,6 @@ class Session:
 def run_all(parser: Parser, text: str) -> tuple[int, list[Event]]:
     """Parse a complete text: ``(end position or FAIL, events)``."""
     s = Session(parser)
-    s.inp.eof = True
-    s.inp.text = text
+    s.inp.set_text(text)
     s._resume()
     return (s.result if s.result is not None else FAIL), s.inp.events

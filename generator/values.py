@@ -175,6 +175,14 @@ def schema_type(schema: dict[str, Any] | None) -> str | None:
     return None
 
 
+def unwrap_cdata(raw: str) -> str:
+    """``<![CDATA[text]]>`` → ``text`` (XML-ish formats wrap values with markup that way)."""
+    s = raw.strip()
+    if s.startswith("<![CDATA[") and s.endswith("]]>"):
+        return s[len("<![CDATA["):-len("]]>")]
+    return raw
+
+
 def typed_json(raw: str, schema: dict[str, Any] | None, fmt: ValueFormat | None = None) -> str:
     """JSON text for a raw tagged value, typed by the parameter's schema: strings stay strings;
     numbers, booleans, arrays and objects are read as JSON (or the template's own format)."""
@@ -211,6 +219,9 @@ class LiteralValue(Parser):
         if fmt.kind in ("python_repr", "python_str"):
             quotes = [("'", "'"), ('"', '"')]
         self.quotes = quotes
+        # a backslash escapes the closing quote when the format escapes with backslashes
+        self.backslash = (fmt.escape in ("json", "python") or fmt.kind.startswith("python")
+                          or any(w.startswith("\\") for _, w in fmt.escapes))
 
     def run(self, inp: Input, pos: int) -> Run:
         start = pos
@@ -235,7 +246,7 @@ class LiteralValue(Parser):
                                 return inp.fail(pos, "unterminated string")
                             yield NEED
                             continue
-                        if self.fmt.escape in ("json", "python") or self.fmt.kind.startswith("python"):
+                        if self.backslash:
                             backslashes = 0
                             while k - 1 - backslashes >= j and inp.get(k - 1 - backslashes, k - backslashes) == "\\":
                                 backslashes += 1

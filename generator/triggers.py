@@ -1,0 +1,80 @@
+"""Lazy-grammar triggers and preserved tokens.
+
+A lazy grammar stays off until a trigger appears in the output, so free text costs nothing.
+The trigger is the tool section's start marker; without one, the first literal of a call;
+when a call starts with no fixed word (a raw JSON object such as ``{"name": "get_weather", ...``),
+a regex *pattern* over that start and the tool names — where the reference implementation
+leaves such formats without a grammar.
+
+Laziness is off when the prompt forces reasoning open (a trigger inside the reasoning would
+switch the grammar on too early), and when no trigger can be found.
+
+Example::
+
+    >>> from analyzer import analyze_template
+    >>> a = analyze_template("templates/chatml-think.jinja")
+    >>> grammar_triggers(a, [{"type": "function", "function": {"name": "f"}}])
+    [{'type': 'word', 'value': '<tool_call>'}]
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping, Sequence
+
+from analyzer.markers import is_marker, tokenize
+from analyzer.structures import ReasoningMode, TemplateAnalysis
+
+
+def _names(tools: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [t.get("function", t)["name"] for t in tools]
+
+
+def grammar_triggers(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """``[{"type": "word"|"pattern", "value": ...}]`` that start the grammar."""
+    ts = analysis.tool_call_structure
+    start = ts.tool_section_start.strip()
+    if start:
+        return [{"type": "word", "value": start}]
+    first = ts.call_parts[0] if ts.call_parts else None
+    if first is not None and first.kind == "lit":
+        lead = first.text.strip()
+        toks = tokenize(lead)
+        if toks and is_marker(toks[0]):  # a marker opens every call
+            return [{"type": "word", "value": toks[0]}]
+        if lead:
+            # no fixed word: the call's own opening text followed by a tool name
+            second = ts.call_parts[1] if len(ts.call_parts) > 1 else None
+            names = "|".join(re.escape(n) for n in _names(tools))
+            if second is not None and second.kind == "name" and names:
+                head = r"\s*".join(re.escape(x) for x in lead.split())
+                return [{"type": "pattern", "value": f"{head}({names})"}]
+            return [{"type": "word", "value": lead}]
+    if first is not None and first.kind == "name" and _names(tools):
+        # calls start with the bare name (recipient-based, pythonic lists without brackets)
+        return [{"type": "pattern", "value": "(" + "|".join(re.escape(n) for n in _names(tools)) + ")"}]
+    return []
+
+
+def use_lazy_grammar(analysis: TemplateAnalysis, mode: ReasoningMode, tool_choice: str,
+                     triggers: list[dict[str, str]]) -> bool:
+    """Lazy unless calls are required, reasoning is forced open, or nothing can trigger it."""
+    if tool_choice == "required" or mode == ReasoningMode.FORCED_OPEN:
+        return False
+    return bool(triggers)
+
+
+def preserved_tokens(analysis: TemplateAnalysis) -> list[str]:
+    """Every marker the format uses (tokenizers must keep them whole)."""
+    cs, ts = analysis.content_structure, analysis.tool_call_structure
+    texts = [cs.reasoning_start, cs.reasoning_end, cs.content_start, cs.content_end, analysis.end_of_turn,
+             ts.tool_section_start, ts.tool_section_end, ts.call_separator, ts.arg_separator,
+             *(p.text for p in ts.call_parts if p.kind == "lit"),
+             *(p.text for p in ts.arg_parts if p.kind == "lit"),
+             *(t for p in ts.arg_parts if p.kind == "typed" for _, t in p.by_type)]
+    out: list[str] = []
+    for text in texts:
+        for tok in tokenize(text or ""):
+            if is_marker(tok) and tok not in out:
+                out.append(tok)
+    return out
