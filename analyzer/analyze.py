@@ -108,6 +108,7 @@ def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "ji
         template=loaded.name, sha256=sha, engine=engine, caps=caps, content_structure=cs,
         generation_prompt=turns.default.prompt, generation_prompt_thinking=thinking.prompt,
         assistant_start=header, end_of_turn=content.end_of_turn, final_suffix=content.final_suffix,
+        message_prefix=content.prefix,
         thinking_settings=settings,
         probe_failures=prober.recorded_failures(), fallback_renders=prober.recorded_fallbacks(),
         notes=tuple(notes), tool_call_structure=tool_structure, tokens_are_stand_ins=loaded.tokens_are_stand_ins)

@@ -26,6 +26,7 @@ class Content:
     end: str
     end_of_turn: str
     final_suffix: str = ""
+    prefix: str = ""  # whitespace written between the generation prompt and the text
 
 
 def _strip_empty_reasoning(before: str, r: Reasoning | None) -> str:
@@ -80,7 +81,8 @@ def detect_content(turns: Turns, r: Reasoning | None, thinking_prompt_full: str 
     eot = _end_of_turn(after, turns.between_turns, end)
     last = _strip_closer(after, end)
     final = last if last.strip() and last.strip() != eot.strip() else ""
-    return Content(mode=mode, start=start, end=end, end_of_turn=eot, final_suffix=final)
+    prefix = before if before and not before.strip() else ""
+    return Content(mode=mode, start=start, end=end, end_of_turn=eot, final_suffix=final, prefix=prefix)
 
 
 def _strip_closer(text: str, end: str) -> str:

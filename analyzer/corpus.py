@@ -91,8 +91,8 @@ def cache_root() -> Path:
 
     Example::
 
-        >>> cache_root()                        # with XDG_CACHE_HOME unset
-        PosixPath('/home/me/.cache/chat-autoparser')
+        >>> cache_root().name                   # ~/.cache/chat-autoparser, or under $XDG_CACHE_HOME
+        'chat-autoparser'
     """
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     # The XDG spec says relative values are invalid and must be ignored.
@@ -137,9 +137,9 @@ def vocab_dir() -> Path:
     ``fetch-corpus`` puts ``vocab/`` beside ``corpus/``, so that sibling is tried first (it follows
     ``$AUTOPARSER_CORPUS`` into a ``--cache-dir``), then the user cache.
 
-    Example::
+    Example (after ``fetch-corpus``)::
 
-        >>> sorted(p.name for p in vocab_dir().glob("*.gguf"))[:1]
+        >>> sorted(p.name for p in vocab_dir().glob("*.gguf"))[:1]  # doctest: +SKIP
         ['ggml-vocab-aquila.gguf']
     """
     candidates = [cache_root() / "vocab"]

@@ -62,6 +62,10 @@ class FixedPoint:
     problems: tuple[str, ...] = ()
     generated: str = ""
     parsed: dict[str, Any] = field(default_factory=dict)
+    # reconstructability: the history rendered with the parsed message equals the history
+    # rendered with the raw output (None: not checked, e.g. the template refuses the message)
+    reconstructs: bool | None = None
+    reconstruct_diff: str = ""
 
 
 def _scenario_message(name: str, forms: ToolProbeForms, nonnull: bool) -> dict[str, Any] | None:
@@ -206,5 +210,48 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
             drops.append("call ids") if "call ids" not in drops else None
     if "parse_error" in parsed:
         problems.append(f"parse error: {parsed['parse_error']['message']}")
+    rebuilt = _render_parsed(prober, parsed, forms, tools, kwargs_for(analysis, enable))
+    reconstructs, diff = None, ""
+    if rebuilt is not None:
+        reconstructs = rebuilt == prompt + generated
+        if not reconstructs:
+            diff = aligned_diff(prompt + generated, rebuilt)
     return FixedPoint(scenario, not problems, template_drops=tuple(drops), problems=tuple(problems),
-                      generated=generated, parsed=parsed)
+                      generated=generated, parsed=parsed, reconstructs=reconstructs, reconstruct_diff=diff)
+
+
+def kwargs_for(analysis: TemplateAnalysis, enable_thinking: bool) -> dict[str, Any]:
+    from generator.build import thinking_setting  # noqa: PLC0415
+    s = thinking_setting(analysis, enable_thinking)
+    return s.kwargs_dict if s is not None else {}
+
+
+def _render_parsed(prober: Prober, parsed: dict[str, Any], forms: ToolProbeForms, tools: Any,
+                   kwargs: dict[str, Any]) -> str | None:
+    """The conversation rendered with the parsed message as the assistant's turn, in the
+    message form the template takes (object or string arguments, "" for no content)."""
+    calls = []
+    for c in parsed.get("tool_calls") or []:
+        args: Any = c["function"]["arguments"]
+        try:
+            args = json.loads(args)
+        except ValueError:
+            pass
+        calls.append((c["function"]["name"], args, c.get("id")))
+    extra = {"reasoning_content": parsed["reasoning_content"]} if parsed.get("reasoning_content") else {}
+    if calls:
+        message = tool_call_messages(forms, calls, content=parsed.get("content"), **extra)
+    else:
+        message = P.assistant(parsed.get("content") or "", **extra)
+    base = [P.user("What is the weather in Paris?")]
+    key = repr(sorted(kwargs.items()))
+    return prober.render(f"roundtrip:reparsed{key}:{json.dumps(parsed, sort_keys=True)}", base + [message],
+                         tools=tools, **kwargs)
+
+
+def aligned_diff(want: str, got: str, context: int = 40) -> str:
+    """Where two renders part: the common prefix's tail, then each side's continuation."""
+    i = common_prefix_len(want, got)
+    return (f"at {i}: ...{want[max(0, i - context):i]!r}\n"
+            f"  raw output:     {want[i:i + context]!r}\n"
+            f"  parsed message: {got[i:i + context]!r}")

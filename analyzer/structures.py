@@ -255,6 +255,9 @@ class TemplateAnalysis:
     # end_of_turn (an end-of-sequence token, a header it always appends): text that may end
     # the output, and is then not content.
     final_suffix: str = ""
+    # Whitespace the template writes between the generation prompt and the message's text
+    # (" " after "ASSISTANT:"): the model generates it first; it is not content.
+    message_prefix: str = ""
     thinking_settings: tuple[ThinkingSetting, ...] = ()
     probe_failures: tuple[ProbeFailure, ...] = ()
     fallback_renders: tuple[str, ...] = ()  # probes rendered by a fallback engine/sandbox

@@ -41,6 +41,13 @@ def _marker(text: str) -> Marker:
     return Marker.of(text)
 
 
+def _stop(text: str) -> Marker:
+    """A marker that ends a text region, with the whitespace the template writes before it
+    (that whitespace is the template's, not the text's; what follows the core is not looked at)."""
+    m = _marker(text)
+    return Marker(m.core, m.before)
+
+
 def _cores(markers: Iterable[Marker]) -> list[Marker]:
     return [m for m in markers if m.core]
 
@@ -631,7 +638,7 @@ def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, to
         cend = _marker(cs.content_end) if cs.content_end.strip() else None
         ends = [x for x in (analysis.end_of_turn, analysis.final_suffix) if x.strip()]
         inner_stops = ([cend] if cend else []) + _tool_stops(ts, tools_enabled) + \
-            [Marker(_marker(x).core) for x in ends]
+            [_stop(x) for x in ends]
         body = Capture("content", Until(inner_stops))
         seq = [cstart, body] + ([Opt(cend, tuple(g for g in cend.first() if g))] if cend else [])
         alts.append((tuple(g for g in cstart.first() if g), Seq(*seq)))
@@ -639,8 +646,13 @@ def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, to
     if tools_enabled and ts.supports_tools and ts.call_parts:
         guards = tool_guards(ts)
         if guards:
-            alts.append((guards, tool_section(ts, parallel)))
-            stops += [Marker(g) for g in guards if g.strip() == g]
+            sep = _separator_ws(ts)
+            section = tool_section(ts, parallel)
+            if sep:  # the separator before the calls is theirs, not the content's
+                guards = tuple(dict.fromkeys(x for g in guards for x in Marker(g, sep).first()))
+                section = Seq(Marker("", sep), section)
+            alts.append((guards, section))
+            stops += [Marker(g, _separator_ws(ts)) for g in guards if g.strip() == g]
         channel = channel_parts(ts)
         if channel is not None:  # the same call with its header attributes in another order
             alts.append(((channel[1],), _channel_call(ts, channel)))
@@ -651,19 +663,21 @@ def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, to
     for end in ends:
         if end.strip():
             eot_m = _marker(end)
-            alts.append(((eot_m.core,), eot_m))  # the stop token, if the server left it in: dropped
-            stops.append(Marker(eot_m.core))
+            alts.append((eot_m.first(), eot_m))  # the stop token, if the server left it in: dropped
+            stops.append(_stop(end))
     final = analysis.final_suffix
     if final.strip() and _marker(final).core not in [m.core for m in stops]:
         fin = _marker(final)
         # only at the very end: text the template writes after the last message (an EOS token)
-        alts.append(((fin.core,), Seq(fin, AtEnd())))
-        stops.append(Marker(fin.core))
+        alts.append((fin.first(), Seq(fin, AtEnd())))
+        stops.append(_stop(analysis.final_suffix))
     if tools_enabled and ts.function_format == FunctionFormat.RECIPIENT_BASED and ts.call_separator.strip():
         return _recipient_grammar(analysis, stops)
     body = Segments(alts, stops)
     if mode == ReasoningMode.FORCED_OPEN and end_m is not None:
         return Seq(reasoning_body, after_reasoning, body)
+    if analysis.message_prefix:  # whitespace the template writes first: the turn's, not content
+        return Seq(Marker("", analysis.message_prefix), body)
     return body
 
 
@@ -673,7 +687,7 @@ def _recipient_grammar(analysis: TemplateAnalysis, stops: list[Marker]) -> Parse
     recipient is a function. The prompt writes the first delimiter."""
     ts, cs = analysis.tool_call_structure, analysis.content_structure
     delim = _marker(ts.call_separator)
-    ends = [Marker(_marker(x).core) for x in (analysis.end_of_turn, analysis.final_suffix) if x.strip()]
+    ends = [_stop(x) for x in (analysis.end_of_turn, analysis.final_suffix) if x.strip()]
     text_stops = [Marker(delim.core)] + ends
     content = Seq(Lit(cs.content_start), Capture("content", Until(text_stops))) if cs.content_start else None
     call = _skeleton_call(ts)
@@ -694,7 +708,17 @@ def _turn_end_like(ts: ToolCallStructure) -> bool:
 def _tool_stops(ts: ToolCallStructure, enabled: bool) -> list[Marker]:
     if not (enabled and ts.supports_tools and ts.call_parts):
         return []
-    return [Marker(g) for g in tool_guards(ts) if g and g.strip() == g]
+    return [Marker(g, _separator_ws(ts)) for g in tool_guards(ts) if g and g.strip() == g]
+
+
+def _separator_ws(ts: ToolCallStructure) -> str:
+    """The whitespace a template writes between content and the calls: it belongs to the calls
+    (content parsed back renders the same turn)."""
+    sep = ts.content_separator
+    if sep and not sep.strip():
+        return sep
+    src = ts.tool_section_start if ts.tool_section_start.strip() else (_first_literal(ts.call_parts) or "")
+    return _marker(src).before if src.strip() else ""
 
 
 # --------------------------------------------------------------------------- events → message
