@@ -71,6 +71,9 @@ def detect_content(turns: Turns, r: Reasoning | None, thinking_prompt_full: str 
         mirrored = mirror_split(start, after)
         if mirrored is not None:
             end = mirrored[1]
+            lead = after[:len(after) - len(after.lstrip())]
+            if end.strip() and not end[:1].isspace() and after[len(lead):].startswith(end):
+                end = lead + end  # the whitespace the template writes before the closer is the closer's
             # the opening sequence is what mirrors, plus what precedes it in `before`
     elif thinking_prompt_full:
         # wrappers only described in instructions: "write your answer between <response></response>"

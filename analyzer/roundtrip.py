@@ -66,6 +66,10 @@ class FixedPoint:
     # rendered with the raw output (None: not checked, e.g. the template refuses the message)
     reconstructs: bool | None = None
     reconstruct_diff: str = ""
+    # the request the output was parsed under: generate_parser(analysis, tools=RT_TOOLS if
+    # with_tools else None, enable_thinking=enable_thinking)
+    enable_thinking: bool = True
+    with_tools: bool = False
 
 
 def _scenario_message(name: str, forms: ToolProbeForms, nonnull: bool) -> dict[str, Any] | None:
@@ -187,8 +191,11 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
             problems.append(f"content {parsed.get('content')!r} != {want_content!r}")
     elif parsed.get("content") and _norm(parsed.get("content")):
         problems.append(f"unexpected content {parsed.get('content')!r}")
-    # tool calls
+    # tool calls (a template that writes no calls beside content drops them)
     expected = _expected_calls(message)
+    if expected and not any(name in generated or (cid and cid in generated) for name, _, cid in expected):
+        drops.append("tool calls")
+        expected = []
     got = parsed.get("tool_calls") or []
     if len(got) != len(expected):
         problems.append(f"{len(got)} tool calls parsed, {len(expected)} expected")
@@ -217,7 +224,8 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
         if not reconstructs:
             diff = aligned_diff(prompt + generated, rebuilt)
     return FixedPoint(scenario, not problems, template_drops=tuple(drops), problems=tuple(problems),
-                      generated=generated, parsed=parsed, reconstructs=reconstructs, reconstruct_diff=diff)
+                      generated=generated, parsed=parsed, reconstructs=reconstructs, reconstruct_diff=diff,
+                      enable_thinking=enable, with_tools=tools is not None)
 
 
 def kwargs_for(analysis: TemplateAnalysis, enable_thinking: bool) -> dict[str, Any]:

@@ -59,13 +59,15 @@ class Segments(Parser):
     if it emitted no text yet, its text becomes content, else parsing resumes where it failed.
     """
 
-    def __init__(self, alternatives: Sequence[tuple[tuple[str, ...], Parser]], stops: Sequence[Marker]) -> None:
+    def __init__(self, alternatives: Sequence[tuple[tuple[str, ...], Parser]], stops: Sequence[Marker],
+                 tail: str = "") -> None:
         self.alternatives = [(g, p) for g, p in alternatives if g]
         self.choice = Choice(self.alternatives, None)
         self.stops = list(stops)
+        self.tail = tail
 
     def _text(self, stops: Sequence[Marker]) -> Parser:
-        return Capture("content", Until(stops))
+        return Capture("content", Until(stops, tail=self.tail))
 
     def run(self, inp: Input, pos: int) -> Run:
         default = self._text(self.stops)
@@ -75,7 +77,7 @@ class Segments(Parser):
             if pos >= inp.end and inp.eof:
                 return pos
             start = pos
-            n_events = len(inp.events)
+            n_events = inp.n_events
             chunks_before = inp.chunks
             inp.error_pos, inp.error = -1, ""
             pos = yield from _pinned(inp, start, self._segment(inp, start, n_events, chunks_before, default))
@@ -85,7 +87,7 @@ class Segments(Parser):
         start = pos
         end = yield from self.choice.run(inp, pos)
         if end == FAIL and inp.error_pos == pos and inp.chunks == chunks_before and \
-                len(inp.events) == n_events:
+                inp.n_events == n_events:
             end = yield from default.run(inp, pos)  # no segment starts here: plain text
             if end == pos:  # nothing consumed: take one character as text, to progress
                 inp.events += [("open", "content"), ("chunk", "content", inp.get(pos, pos + 1)),
@@ -168,16 +170,24 @@ class Closer(Parser):
         """The input ends (after whitespace) with a proper prefix of the marker."""
         if not inp.eof or inp.end - pos > len(self.marker.core) + 256:
             return False
-        rest = inp.get(pos, inp.end).strip()
+        rest = inp.get(pos, inp.end).lstrip()
         return len(rest) < len(self.marker.core) and self.marker.core.startswith(rest)
 
+    def _undecided(self, inp: Input, pos: int) -> bool:
+        """More input decides: the marker, something else, or the end of input."""
+        if inp.eof:
+            return False
+        core = self.marker.core
+        rest = inp.get(pos, min(inp.end, pos + len(core) + 256)).lstrip()
+        return len(rest) < len(core) and core.startswith(rest)
+
     def fast(self, inp: Input, pos: int) -> int:
-        if self._cut_off(inp, pos) or (inp.end - pos < 1 and not inp.eof):
+        if self._cut_off(inp, pos) or self._undecided(inp, pos):
             return SLOW
         return self.marker.fast(inp, pos)
 
     def run(self, inp: Input, pos: int) -> Run:
-        while inp.end - pos < 1 and not inp.eof:
+        while self._undecided(inp, pos):
             yield NEED
         if self._cut_off(inp, pos):
             inp.events.append(("error", pos, f"output ends before {self.marker.core!r}"))
@@ -205,36 +215,53 @@ class JsonCall(Parser):
     def fast(self, inp: Input, pos: int) -> int:
         """A whole, valid object already in the buffer, read with the C decoder; anything else
         (incomplete, broken: recovery decides) goes the streaming way."""
-        text, base = inp.text, inp.base
-        i = _skip_ws(text, pos - base)
-        if not text.startswith("{", i):
-            return SLOW
         events: list[tuple] = []
+        end = self._fast_object(inp, pos - inp.base, events, [False])
+        if end is None:
+            return SLOW
+        inp.events += events
+        inp.chunks += sum(1 for e in events if e[0] == "chunk")
+        inp.chunk_pos = end + inp.base
+        return end + inp.base
+
+    def _fast_object(self, inp: Input, i: int, events: list[tuple], named: list[bool]) -> int | None:
+        text = inp.text
+        i = _skip_ws(text, i)
+        if not text.startswith("{", i):
+            return None
         i = _skip_ws(text, i + 1)
         if text.startswith("}", i):
-            return i + 1 + base
+            return i + 1
         while True:
             if not text.startswith('"', i):
-                return SLOW
+                return None
             try:
                 key, i = DECODER.raw_decode(text, i)
             except ValueError:
-                return SLOW
+                return None
             i = _skip_ws(text, i)
             if not text.startswith(":", i):
-                return SLOW
+                return None
             i = _skip_ws(text, i + 1)
             try:
                 value, j = DECODER.raw_decode(text, i)
             except ValueError:
-                return SLOW
+                return None
             if j >= len(text) and not inp.eof:
-                return SLOW  # a number may go on
-            if self.name_as_key:
+                return None  # a number may go on
+            if j < len(text) and text[j] in "0123456789+-.eE" and text[i] in "-0123456789":
+                return None  # the decoder took a prefix of a broken number: the scanner reports it
+            if self.name_as_key and named[0]:
+                events.append(("error", i + inp.base, f"extra key {key!r} in the call object (ignored)"))
+            elif self.name_as_key:
+                named[0] = True
                 events += [("open", "tool_name"), ("chunk", "tool_name", key), ("close", "tool_name"),
                            ("open", "tool_args"), ("chunk", "tool_args", text[i:j]), ("close", "tool_args")]
+            elif key == self.name_field and named[0]:
+                events.append(("error", i + inp.base, f"repeated key {key!r} in the call object (ignored)"))
             elif key == self.name_field or (key == self.id_field and self.id_field):
                 tag = "tool_name" if key == self.name_field else "tool_id"
+                named[0] = named[0] or tag == "tool_name"
                 events += [("open", tag)]
                 value = value if isinstance(value, str) else json.dumps(value)
                 if value:
@@ -242,18 +269,24 @@ class JsonCall(Parser):
                 events.append(("close", tag))
             elif key == self.args_field:
                 events += [("open", "tool_args"), ("chunk", "tool_args", text[i:j]), ("close", "tool_args")]
+            elif isinstance(value, dict) and not named[0]:
+                if self._fast_object(inp, i, events, named) is None:  # a wrapper ({"function": {...}})
+                    return None
             i = _skip_ws(text, j)
             if text.startswith("}", i):
-                break
+                return i + 1
             if not text.startswith(",", i):
-                return SLOW
+                return None
             i = _skip_ws(text, i + 1)
-        inp.events += events
-        inp.chunks += sum(1 for e in events if e[0] == "chunk")
-        inp.chunk_pos = i + 1 + base
-        return i + 1 + base
 
     def run(self, inp: Input, pos: int) -> Run:
+        end = yield from self._object(inp, pos, [False])
+        inp.recovered = False
+        return end
+
+    def _object(self, inp: Input, pos: int, named: list[bool]) -> Run:
+        """The object's fields; a field this call does not name, holding an object, is read the
+        same way while no name was found (``{"type": "function", "function": {"name": ...}}``)."""
         ws = " \t\r\n"
 
         def skip(p: int) -> Run:
@@ -297,21 +330,30 @@ class JsonCall(Parser):
                 return FAIL
             pos = yield from skip(pos)
             inp.recovered = False
-            if self.name_as_key:
+            if self.name_as_key and named[0]:
+                inp.events.append(("error", pos, f"extra key {key!r} in the call object (ignored)"))
+                pos = yield from JsonValue(tag="").run(inp, pos)
+            elif self.name_as_key:
+                named[0] = True
                 inp.events += [("open", "tool_name"), ("chunk", "tool_name", key), ("close", "tool_name")]
                 pos = yield from Capture("tool_args", Recover(JsonValue(), self.stops)).run(inp, pos)
+            elif key == self.name_field and named[0]:
+                inp.events.append(("error", pos, f"repeated key {key!r} in the call object (ignored)"))
+                pos = yield from JsonValue(tag="").run(inp, pos)
             elif key == self.name_field:
+                named[0] = True
                 pos = yield from Capture("tool_name", JsonString()).run(inp, pos)
             elif key == self.args_field:
                 pos = yield from Capture("tool_args", Recover(JsonValue(), self.stops)).run(inp, pos)
             elif key == self.id_field and self.id_field:
                 pos = yield from Capture("tool_id", JsonString()).run(inp, pos)
+            elif not named[0] and (yield from _peek(inp, pos, "{")):
+                pos = yield from self._object(inp, pos, named)
             else:
                 pos = yield from JsonValue(tag="").run(inp, pos)
             if pos == FAIL:
                 return FAIL
             if inp.recovered:  # the object is broken: the call ends where its raw arguments end
-                inp.recovered = False
                 return pos
 
 
@@ -455,8 +497,24 @@ def _skeleton_call(ts: ToolCallStructure) -> Parser:
     closers = [ts.call_separator, ts.tool_section_end]
     seq: list[Parser] = []
     args_at = next((i for i, p in enumerate(parts) if p.kind == "args"), len(parts))
+    # name <marker> id <marker>: the id and its marker may be missing (models write ids or not)
+    optional_id = {i for i in range(1, len(parts) - 2)
+                   if parts[i - 1].kind == "name" and parts[i].kind == "lit" and parts[i + 1].kind == "id"
+                   and parts[i + 2].kind == "lit" and parts[i].text.strip() and parts[i + 2].text.strip()
+                   and _marker(parts[i].text).core != _marker(parts[i + 2].text).core}
+    skip = -1
     for i, p in enumerate(parts):
+        if i == skip:
+            continue
         stops = _follow(parts, i, closers, ts)
+        if i + 1 in optional_id:  # the name also ends where the arguments' marker begins
+            stops = stops + [_marker(parts[i + 3].text)]
+        if i in optional_id:
+            m = _marker(p.text)
+            seq.append(Opt(Seq(m, Capture("tool_id", Until(_follow(parts, i + 1, closers, ts), to_end=False))),
+                           tuple(g for g in m.first() if g)))
+            skip = i + 1
+            continue
         if p.kind == "lit":
             if i > args_at and p.text.strip():
                 seq.append(Closer(_marker(p.text)))
@@ -621,7 +679,10 @@ def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, to
     alts: list[tuple[tuple[str, ...], Parser]] = []
     stops: list[Marker] = []
     end_m = _marker(cs.reasoning_end) if cs.reasoning_end.strip() else None
-    reasoning_body = Capture("reasoning", Until([end_m] if end_m else []))
+    # reasoning runs to its end marker, or to the end of the turn when the model never closes it
+    turn_ends = [_stop(x) for x in (analysis.end_of_turn, analysis.final_suffix) if x.strip()]
+    reasoning_body = Capture("reasoning", Until(([end_m] if end_m else []) +
+                                                [m for m in turn_ends if not end_m or m.core != end_m.core]))
     after_reasoning: Parser = Opt(end_m, tuple(g for g in end_m.first() if g)) if end_m else Empty()
     if cs.reasoning_start.strip() and end_m is not None and mode != ReasoningMode.NONE:
         start_m = _marker(cs.reasoning_start)
@@ -660,20 +721,28 @@ def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, to
     ends = [analysis.end_of_turn]
     if tools_enabled and ts.supports_tools and _turn_end_like(ts):
         ends.append(ts.tool_section_end)  # ends a tool-call turn; may follow content written after calls
-    for end in ends:
-        if end.strip():
-            eot_m = _marker(end)
-            alts.append((eot_m.first(), eot_m))  # the stop token, if the server left it in: dropped
-            stops.append(_stop(end))
     final = analysis.final_suffix
-    if final.strip() and _marker(final).core not in [m.core for m in stops]:
-        fin = _marker(final)
-        # only at the very end: text the template writes after the last message (an EOS token)
-        alts.append((fin.first(), Seq(fin, AtEnd())))
-        stops.append(_stop(analysis.final_suffix))
+    end_markers: dict[str, Marker] = {}
+    for end in ends + ([final] if final.strip() else []):
+        if end.strip():
+            m = _marker(end)
+            prev = end_markers.get(m.core)
+            if prev is not None:  # the same marker: it takes the whitespace either writes around it
+                m = Marker(m.core, max(prev.before, m.before, key=len), max(prev.after, m.after, key=len))
+            end_markers[m.core] = m
+    for core, eot_m in end_markers.items():
+        if not any(_marker(e).core == core for e in ends if e.strip()):  # the final suffix alone
+            if core in [m.core for m in stops]:
+                continue
+            # only at the very end: text the template writes after the last message (an EOS token)
+            alts.append((eot_m.first(), Seq(eot_m, AtEnd())))
+        else:
+            alts.append((eot_m.first(), eot_m))  # the stop token, if the server left it in: dropped
+        stops.append(Marker(eot_m.core, eot_m.before))
     if tools_enabled and ts.function_format == FunctionFormat.RECIPIENT_BASED and ts.call_separator.strip():
         return _recipient_grammar(analysis, stops)
-    body = Segments(alts, stops)
+    blank_end = analysis.end_of_turn if analysis.end_of_turn and not analysis.end_of_turn.strip() else ""
+    body = Segments(alts, stops, tail=blank_end)
     if mode == ReasoningMode.FORCED_OPEN and end_m is not None:
         return Seq(reasoning_body, after_reasoning, body)
     if analysis.message_prefix:  # whitespace the template writes first: the turn's, not content
@@ -782,6 +851,10 @@ class Assembler:
         self._id: list[str] = []
         self._in: str | None = None  # tag of the tool sub-region being read
         self.quiet = False  # build the message only (one-shot parsing): no region events
+        kinds = [p.kind for p in ts.call_parts]
+        # the id comes between the name and the arguments: a call is announced with it
+        self._id_follows_name = "name" in kinds and "id" in kinds and \
+            kinds.index("name") < kinds.index("id") < (kinds.index("args") if "args" in kinds else len(kinds))
 
     # ---- output events
     def _region(self, kind: str, fld: str, **extra: Any) -> dict[str, Any]:
@@ -926,14 +999,21 @@ class Assembler:
             return
         if tag == "tool_name":
             call.name = "".join(self._name).strip()
-            if self.tools and call.name not in self.tools:
+            if self.tools and call.name and call.name not in self.tools:
                 self.warnings.append(f"call to unknown tool {call.name!r}")
-            if call.args or call.id is not None or self.ts.function_format != FunctionFormat.JSON_OBJECT:
+            if call.args or call.id is not None or (self.ts.function_format != FunctionFormat.JSON_OBJECT
+                                                    and not self._id_follows_name):
                 self._announce(call, out)
         elif tag == "tool_id":
-            call.id = "".join(self._id)
+            call.id = "".join(self._id) or None
+            if call.id is None:
+                return
             if not any(p.kind == "name" for p in self.ts.call_parts):
                 call.name = self._name_from_id(call.id)  # the id is where the name is written
+                self._announce(call, out)
+            elif call.announced and not self.quiet:  # an id written after the arguments began
+                out.append(self._region("region_update", "tool_calls", index=call.index, id=call.id))
+            elif call.name:
                 self._announce(call, out)
         elif tag == "tool_args":
             self._announce(call, out)
@@ -1031,6 +1111,8 @@ def as_delta(event: Mapping[str, Any]) -> dict[str, Any] | None:
             return {"tool_calls": [call]}
         if kind == "region_chunk":
             return {"tool_calls": [{"index": event["index"], "function": {"arguments": event["text"]}}]}
+        if kind == "region_update":
+            return {"tool_calls": [{"index": event["index"], "id": event["id"]}]}
     return None
 
 

@@ -47,7 +47,7 @@ class Input:
     """The text fed so far. Positions are absolute; the consumed head is dropped from memory."""
 
     __slots__ = ("text", "base", "end", "eof", "events", "fast", "error", "error_pos", "keep_from", "tags",
-                 "chunks", "chunk_pos", "recovered", "pins", "soft_pins")
+                 "chunks", "chunk_pos", "recovered", "pins", "soft_pins", "drained")
 
     def __init__(self) -> None:
         self.text = ""
@@ -65,6 +65,7 @@ class Input:
         self.recovered = False  # a Recover fell back to raw text (the enclosing structure is broken)
         self.pins: list[int] = []  # positions a parser will read back from (never trimmed)
         self.soft_pins: list[int] = []  # the same, until the next chunk is emitted
+        self.drained = 0  # events handed out (and removed from ``events``) so far
 
     def emit(self, tag: str | None, text: str, end: int) -> None:
         """A ``chunk`` event of ``tag`` (nothing for an empty tag or text)."""
@@ -88,6 +89,16 @@ class Input:
     def find(self, s: str, pos: int) -> int:
         i = self.text.find(s, pos - self.base)
         return i + self.base if i >= 0 else -1
+
+    @property
+    def n_events(self) -> int:
+        """Events emitted so far, handed out or not (a mark to compare against later)."""
+        return self.drained + len(self.events)
+
+    def drain(self) -> list[Event]:
+        out, self.events = self.events, []
+        self.drained += len(out)
+        return out
 
     def pin(self, pos: int) -> int:
         """Keep the text from ``pos`` on until ``unpin(pos)``: a parser will read it back."""
@@ -383,10 +394,19 @@ class Repeat(Parser):
         seps = guards_of(self.sep)
         if not item_lits:
             return seps
-        return tuple(s + f for s in seps for f in item_lits) + seps
+        # a separator alone continues only when it is not blank (a blank one may end the list:
+        # "\n" before the end of the turn); the item may then come after more whitespace
+        return tuple(s + f for s in seps for f in item_lits) + tuple(s for s in seps if s.strip())
+
+    def _closers(self) -> tuple[str, ...]:
+        """The closers, also behind a whitespace separator (``\n<|im_end|>`` stops a repetition
+        whose separator is ``\n``)."""
+        seps = guards_of(self.sep) if self.sep is not None else ()
+        return self.closers + tuple(s + c for s in seps if s and not s.strip() for c in self.closers)
 
     def _decide(self, inp: Input, pos: int, cont: tuple[str, ...] | None) -> Run:
         """True to parse another item, False to stop."""
+        closers = self._closers()
         while True:
             at = pos
             if self.skip_ws:
@@ -396,7 +416,7 @@ class Repeat(Parser):
                     yield NEED
                     continue
             hit_c, pend_c = _guard_state(inp, at, cont or ())
-            hit_s, pend_s = _guard_state(inp, at, self.closers)
+            hit_s, pend_s = _guard_state(inp, at, closers)
             if (pend_c or pend_s) and not inp.eof and not (hit_c and not pend_s and not self.closers):
                 if not (hit_c and hit_s) or len(hit_c or "") == len(hit_s or ""):
                     yield NEED
@@ -450,13 +470,15 @@ class Until(Parser):
     stop marker. Whitespace that a stop marker writes before its core is left to the marker.
     """
 
-    def __init__(self, stops: Sequence[Marker], tag: str | None = None, *, to_end: bool = True) -> None:
+    def __init__(self, stops: Sequence[Marker], tag: str | None = None, *, to_end: bool = True,
+                 tail: str = "") -> None:
         self.stops = [s for s in stops if s.core]
         self.tag = tag
         self.to_end = to_end  # without a stop, the text runs to the end of input
+        self.tail = tail  # whitespace that, ending the input, is the template's (a blank end of turn)
         self.cores = [s.core for s in self.stops]
         self.maxlen = max((len(c) for c in self.cores), default=0)
-        ws = "".join(s.before for s in self.stops)
+        ws = "".join(s.before for s in self.stops) + tail
         self.stop_chars = frozenset("".join(c[0] for c in self.cores) + ws)
         self._pattern = re.compile("|".join(re.escape(c) for c in sorted(set(self.cores), key=len, reverse=True))) \
             if self.cores else None
@@ -481,25 +503,49 @@ class Until(Parser):
         return j
 
     def _finish(self, inp: Input, emitted: int, hit: int, core: str) -> int:
-        stop = next(s for s in self.stops if s.core == core)
         end = hit
-        for k in range(len(stop.before), 0, -1):  # whitespace that belongs to the marker
-            if end - k >= emitted and inp.startswith(stop.before[len(stop.before) - k:], end - k):
-                end -= k
-                break
+        for stop in self.stops:  # whitespace that belongs to the marker (the most any stop claims)
+            if stop.core != core:
+                continue
+            for k in range(len(stop.before), 0, -1):
+                if hit - k >= emitted and hit - k < end and inp.startswith(stop.before[len(stop.before) - k:], hit - k):
+                    end = hit - k
+                    break
         self._emit(inp, emitted, end)
         inp.keep_from = end
         return end
 
+    def _to_end(self, inp: Input, emitted: int) -> int:
+        end = inp.end
+        for k in range(min(len(self.tail), end - emitted), 0, -1):
+            if inp.startswith(self.tail[:k], end - k):
+                end -= k
+                break
+        self._emit(inp, emitted, end)
+        return inp.end
+
+    def _pending_at(self, inp: Input, hit: int, start: int) -> int:
+        """Where a stop may still match, at or before where one did, once more input comes (a
+        longer one, or one that begins earlier and overlaps it): the one-shot parse would take
+        that one. -1 when none may."""
+        if inp.eof:
+            return -1
+        for j in range(max(start, inp.end - self.maxlen + 1), hit + 1):
+            tail = inp.get(j, inp.end)
+            if any(len(c) > len(tail) and c.startswith(tail) for c in self.cores):
+                return j
+        return -1
+
     def fast(self, inp: Input, pos: int) -> int:
         m = self._pattern.search(inp.text, pos - inp.base) if self._pattern else None
         if m is not None:
+            if self._pending_at(inp, m.start() + inp.base, pos) >= 0:
+                return SLOW
             return self._finish(inp, pos, m.start() + inp.base, m.group(0))
         if inp.eof:
             if not self.to_end:
                 return inp.fail(inp.end, "expected " + " or ".join(repr(c) for c in self.cores))
-            self._emit(inp, pos, inp.end)
-            return inp.end
+            return self._to_end(inp, pos)
         return SLOW
 
     def run(self, inp: Input, pos: int) -> Run:
@@ -510,13 +556,26 @@ class Until(Parser):
                 emitted = max(emitted, inp.fast.emitted)
             inp.fast = None
             m = self._pattern.search(inp.text, max(scan, emitted) - inp.base) if self._pattern else None
+            pending = self._pending_at(inp, m.start() + inp.base, emitted) if m is not None else -1
+            if pending >= 0:
+                if self.to_end:
+                    safe = min(self._held(inp, emitted), pending)
+                    self._emit(inp, emitted, safe)
+                    emitted = max(emitted, safe)
+                    inp.keep_from = emitted
+                scan = pending
+                yield NEED
+                continue
             if m is not None:
                 return self._finish(inp, emitted, m.start() + inp.base, m.group(0))
             if inp.eof:
                 if not self.to_end:
                     return inp.fail(inp.end, "expected " + " or ".join(repr(c) for c in self.cores))
-                self._emit(inp, emitted, inp.end)
-                return inp.end
+                return self._to_end(inp, emitted)
+            if not self.to_end:  # the text counts only once its stop is found: nothing streams before
+                scan = max(scan, inp.end - self.maxlen + 1)
+                yield NEED
+                continue
             safe = self._held(inp, emitted)
             self._emit(inp, emitted, safe)
             emitted = max(emitted, safe)
@@ -530,6 +589,7 @@ _JSON_WS = " \t\n\r"
 _STRING_BODY = re.compile(r'[^"\\]+')
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _LITERALS = ("true", "false", "null")
+_NUMBER_CHARS = "0123456789+-.eE"
 DECODER = json.JSONDecoder()  # shared: building a decoder costs more than a small decode
 
 
@@ -544,6 +604,12 @@ class JsonValue(Parser):
         if b > a:
             inp.emit(inp.tag(self.tag), inp.get(a, b), b)
 
+    def _fail(self, inp: Input, emitted: int, at: int, message: str) -> int:
+        """Fails at ``at``, the text scanned before it emitted first (so that what follows is
+        read from the same place however the input was chunked)."""
+        self._emit(inp, emitted, at)
+        return inp.fail(at, message)
+
     def fast(self, inp: Input, pos: int) -> int:
         """A value already complete in the buffer is found by the C decoder (a number is
         complete only when something follows it)."""
@@ -552,13 +618,15 @@ class JsonValue(Parser):
         while i < len(text) and text[i] in _JSON_WS:
             i += 1
         if i >= len(text) or text[i] in "NI":
-            return SLOW if not inp.eof else inp.fail(pos, "invalid JSON")
+            return SLOW
         try:
             _, end = DECODER.raw_decode(text, i)
         except ValueError:
-            return SLOW if not inp.eof else inp.fail(i + inp.base, "invalid JSON")
+            return SLOW  # the scanner says where and why
         if end >= len(text) and not inp.eof and text[i] not in '"{[':
             return SLOW  # a number or literal may go on
+        if end < len(text) and text[end] in _NUMBER_CHARS and text[i] in "-0123456789":
+            return SLOW  # "2." or "1e": the decoder took a prefix of a number the scanner refuses
         self._emit(inp, i + inp.base, end + inp.base)
         return end + inp.base
 
@@ -570,13 +638,16 @@ class JsonValue(Parser):
                 break
             yield NEED
         start = pos
-        if inp.eof:  # the whole value is here: let the C decoder find its end
+        if inp.eof and pos < inp.end and inp.text[pos - inp.base] not in "NI":  # the whole value is here: the C decoder finds its end
+            text, i = inp.text, pos - inp.base
             try:
-                _, end = DECODER.raw_decode(inp.text, pos - inp.base)
+                _, end = DECODER.raw_decode(text, i)
             except ValueError:
-                return inp.fail(pos, "invalid JSON")
-            self._emit(inp, start, end + inp.base)
-            return end + inp.base
+                pass  # the scanner below says where and why
+            else:
+                if not (end < len(text) and text[end] in _NUMBER_CHARS and text[i] in "-0123456789"):
+                    self._emit(inp, start, end + inp.base)
+                    return end + inp.base
         emitted = pos
         stack: list[str] = []
         state = "value"  # value | after | string | escape | number | literal
@@ -588,7 +659,7 @@ class JsonValue(Parser):
                     if state == "number" and not stack:
                         self._emit(inp, emitted, pos)
                         return pos
-                    return inp.fail(pos, "unterminated JSON value")
+                    return self._fail(inp, emitted, pos, "unterminated JSON value")
                 self._emit(inp, emitted, pos)
                 emitted = pos
                 inp.keep_from = num_start if state == "number" else pos  # a number is checked whole
@@ -620,7 +691,7 @@ class JsonValue(Parser):
                     pos += 1
                 else:
                     if not _NUMBER.fullmatch(inp.get(num_start, pos)):
-                        return inp.fail(num_start, "invalid JSON number")
+                        return self._fail(inp, emitted, num_start, "invalid JSON number")
                     state = "after"
                     if not stack:
                         self._emit(inp, emitted, pos)
@@ -634,7 +705,7 @@ class JsonValue(Parser):
                         self._emit(inp, emitted, pos)
                         return pos
                 elif not any(x.startswith(lit) for x in _LITERALS):
-                    return inp.fail(pos, "invalid JSON literal")
+                    return self._fail(inp, emitted, pos, "invalid JSON literal")
             elif ch in _JSON_WS:
                 pos += 1
             elif state == "value":
@@ -656,7 +727,7 @@ class JsonValue(Parser):
                         self._emit(inp, emitted, pos)
                         return pos
                 else:
-                    return inp.fail(pos - 1, "invalid JSON")
+                    return self._fail(inp, emitted, pos - 1, "invalid JSON")
             else:  # after a value inside a container
                 pos += 1
                 if ch == "," or ch == ":":
@@ -667,7 +738,7 @@ class JsonValue(Parser):
                         self._emit(inp, emitted, pos)
                         return pos
                 else:
-                    return inp.fail(pos - 1, "invalid JSON")
+                    return self._fail(inp, emitted, pos - 1, "invalid JSON")
 
     def first(self) -> tuple[str, ...] | None:
         return None
@@ -816,14 +887,14 @@ class Session:
             return [("chunk", fast.tag, chunk)]
         inp.feed(chunk)
         self._resume()
-        out, inp.events = inp.events, []
+        out = inp.drain()
         return out
 
     def finish(self) -> tuple[int, list[Event]]:
         self.inp.eof = True
         if self.result is None:
             self._resume()
-        out, self.inp.events = self.inp.events, []
+        out = self.inp.drain()
         return (self.result if self.result is not None else FAIL), out
 
 

@@ -137,11 +137,17 @@ class _Reader:
 
 
 def parse_value(text: str, fmt: ValueFormat) -> Any:
-    """The Python value ``text`` writes under ``fmt`` (ValueError if it does not)."""
+    """The Python value ``text`` writes under ``fmt`` (ValueError if it does not, or if it is
+    not a JSON value: ``{ {}}`` reads in Python as a set holding a dict)."""
     if fmt.kind in ("json",) and not fmt.raw_strings:
         return json.loads(text)
     if fmt.kind in ("python_repr", "python_str"):
-        return ast.literal_eval(text.strip())
+        try:
+            value = ast.literal_eval(text.strip())
+            json.dumps(value)
+        except (TypeError, RecursionError, MemoryError) as e:
+            raise ValueError(f"not a JSON value: {e}") from None
+        return value
     reader = _Reader(text, fmt)
     value = reader.value()
     reader.ws()
@@ -223,6 +229,12 @@ class LiteralValue(Parser):
         self.backslash = (fmt.escape in ("json", "python") or fmt.kind.startswith("python")
                           or any(w.startswith("\\") for _, w in fmt.escapes))
 
+    def _partial(self, inp: Input, pos: int, stack: list[str]) -> bool:
+        """The input ends inside what may be a multi-character quote or bracket."""
+        tail = inp.get(pos, inp.end)
+        return any(len(t) > len(tail) and t.startswith(tail)
+                   for t in [q for q, _ in self.quotes] + self.opens + stack[-1:])
+
     def run(self, inp: Input, pos: int) -> Run:
         start = pos
         stack: list[str] = []
@@ -231,6 +243,9 @@ class LiteralValue(Parser):
                 if inp.eof:
                     break
                 yield NEED
+                continue
+            if not inp.eof and self._partial(inp, pos, stack):
+                yield NEED  # a quote or bracket of several characters may be starting here
                 continue
             if not stack and pos > start and inp.get(pos, pos + 1) in ",)]}" + " \n" and \
                     not any(inp.startswith(o, pos) for o in self.opens):
@@ -244,6 +259,8 @@ class LiteralValue(Parser):
                         if k < 0:
                             if inp.eof:
                                 return inp.fail(pos, "unterminated string")
+                            if not self.backslash:  # only the tail may still hold the closer
+                                j = max(j, inp.end - len(q_close) + 1)
                             yield NEED
                             continue
                         if self.backslash:

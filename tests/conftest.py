@@ -16,6 +16,7 @@ from analyzer.errors import ChatAutoparserError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 _ANALYSES: dict[str, object] = {}
+_FIXED_POINTS: dict[str, dict] = {}
 
 
 def analysis_or_error(path: Path):
@@ -32,3 +33,24 @@ def analysis_or_error(path: Path):
 @pytest.fixture
 def analyzed():
     return analysis_or_error
+
+
+def fixed_points_of(path: Path) -> dict:
+    """Every render → parse fixed-point scenario of a template (``analyzer.roundtrip``), computed
+    once per session: ``{scenario: FixedPoint}`` (empty when the analysis failed)."""
+    from analyzer import load_template
+    from analyzer.roundtrip import SCENARIOS, fixed_point
+    key = str(path)
+    if key not in _FIXED_POINTS:
+        a = analysis_or_error(path)
+        if isinstance(a, ChatAutoparserError):
+            _FIXED_POINTS[key] = {}
+        else:
+            t = load_template(path)
+            _FIXED_POINTS[key] = {s: fixed_point(t, a, s) for s in SCENARIOS}
+    return _FIXED_POINTS[key]
+
+
+@pytest.fixture
+def fixed_points():
+    return fixed_points_of

@@ -23,6 +23,9 @@ DATA_SOURCE_FILES = {"analyzer/corpus.py", "tools/fetch_corpus.py"}
 # Manifest "families" that are plain English words or format names, not model names.
 NOT_MODEL_NAMES = {"family", "chatml", "alpaca", "spark", "dots", "intel", "salesforce", "microsoft", "nvidia",
                    "tencent", "allenai", "openai"}
+# Names of software we check against (grammar engines, the renderer we match), which contain a
+# family word: removed from a string before its words are looked at.
+TOOL_NAMES = re.compile(r"llama[._-]cpp(?:[._-]python)?", re.IGNORECASE)
 
 
 def _code_strings(path: Path) -> list[tuple[int, str]]:
@@ -71,6 +74,6 @@ def test_no_model_name_in_code():
             if str(path.relative_to(REPO)) in DATA_SOURCE_FILES:
                 continue
             for line, s in _code_strings(path):
-                words = set(re.findall(r"[a-z0-9]+", s.lower()))
+                words = set(re.findall(r"[a-z0-9]+", TOOL_NAMES.sub(" ", s).lower()))
                 hits += [f"{path.relative_to(REPO)}:{line}: {f!r} in {s[:60]!r}" for f in families if f in words]
     assert not hits, "model names in code:\n" + "\n".join(hits)
