@@ -221,6 +221,8 @@ class ToolCallStructure:
     supports_parallel: bool = False
     content_separator: str = ""   # between content and the tool section (content + calls)
     calls_after_content: bool = False
+    # the template writes a message's content after its calls (the model may go on writing)
+    content_after_calls: bool = False
     reasoning_on_tool_turns: bool = False
     source: str = ""  # "rendered" (assistant tool calls render) | "instructions" | ""
     value_schema_typed: bool = False  # typed literals follow the tool schema, not the value

@@ -435,6 +435,7 @@ def _tagged_args_in(c: _Ctx, zero: str | None, one: str, two: str, pre: str, pos
         fit = _fit_value(template, sep, key, value, m, dialect)
         if fit is not None:
             formats[t], by_type[t] = fit
+    formats = _nested_literals(formats)
     arr, obj = formats.get("array"), formats.get("object")
     if arr is not None and obj is not None and arr.kind == obj.kind == "units":
         formats["object"] = replace(obj, item_key=arr.item_key)  # arrays nest inside objects too
@@ -496,6 +497,19 @@ def _learn_escapes(c: _Ctx, template: list[Part], lits: list[str], pre: str, pos
     if not fmt.raw_strings:
         new = replace(new, str_open=open_, str_close=close)
     return new if dump(ESCAPE_PROBE, new) == region else fmt
+
+
+def _nested_literals(formats: dict[str, ValueFormat]) -> dict[str, ValueFormat]:
+    """A container written in a JSON-like dialect writes null and booleans inside it as the
+    template writes them as values of their own (the probes put none of them in containers):
+    ``None`` where a null argument renders ``None``."""
+    spell = {}
+    if "null" in formats:
+        spell["null"] = dump(None, formats["null"])
+    if "boolean" in formats:
+        spell["true"], spell["false"] = dump(True, formats["boolean"]), dump(False, formats["boolean"])
+    return {t: (replace(f, **spell) if f.kind == "dialect" and t in ("array", "object") else f)
+            for t, f in formats.items()}
 
 
 def _unit_text(template: list[Part], lits: list[str], key: str, value: str) -> str:
@@ -810,13 +824,18 @@ def _analyze_tools(prober: Prober, caps: Caps, turns: Turns, reasoning: Reasonin
 
 def _content_and_reasoning(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:
     block = c._render_block("content+calls", PROBES["one"], content=P.CONTENT)
-    after_content, sep = False, ""
+    after_content, before_content, sep = False, False, ""
     if block is not None and P.CONTENT in block:
         calls_text = format_tool_calls(ts, _as_calls(PROBES["one"]))
         i = block.find(P.CONTENT) + len(P.CONTENT)
         j = block.find(calls_text, i)
         if j >= 0:
             after_content, sep = True, block[i:j]
+        else:  # the calls, then the content (before the section's end, or after it)
+            end = ts.tool_section_end
+            core = calls_text[:-len(end)] if end and calls_text.endswith(end) else calls_text
+            k = block.find(core)
+            before_content = 0 <= k and k + len(core) <= block.find(P.CONTENT)
     # reasoning on a tool-call turn, written the way this template takes reasoning
     r = c.reasoning if isinstance(c.reasoning, Reasoning) else None
     shape = dict(P.reasoning_shapes(P.REASONING, "")).get(r.field if r and r.field else "reasoning_content", {})
@@ -827,7 +846,8 @@ def _content_and_reasoning(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:
     kwargs = dict(r.probe_kwargs) if r else {}
     out = c.prober.render("tools[reasoning+calls]", [P.user(), msg], tools=probe_tools(), **kwargs)
     keeps = out is not None and P.REASONING in out
-    return replace(ts, calls_after_content=after_content, content_separator=sep, reasoning_on_tool_turns=keeps)
+    return replace(ts, calls_after_content=after_content, content_after_calls=before_content, content_separator=sep,
+                   reasoning_on_tool_turns=keeps)
 
 
 def _verify(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:

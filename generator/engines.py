@@ -22,9 +22,11 @@ import os
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-__all__ = ["EngineError", "LLGuidanceChecker", "LlamaCppChecker", "llama_cpp_available"]
+from .triggers import trigger_start
+
+__all__ = ["EngineError", "LLGuidanceChecker", "LlamaCppChecker", "llama_cpp_available", "grammar_verdict"]
 
 
 class EngineError(ValueError):
@@ -108,6 +110,65 @@ class LLGuidanceChecker:
         """True iff all of ``text`` (its UTF-8 bytes) is consumed and EOS is then allowed."""
         matcher = self._matcher.deep_copy()
         return matcher.consume_tokens(list(text.encode("utf-8"))) and matcher.is_accepting()
+
+    def accepted_prefix(self, text: str) -> tuple[int, int]:
+        """(end of the longest prefix of ``text`` the grammar accepts as a whole output, -1 for
+        none; characters consumed before the grammar refused the next byte).
+
+        Example::
+
+            >>> LLGuidanceChecker('root ::= "ab"\\n').accepted_prefix("abc")
+            (2, 2)
+        """
+        m = self._matcher.deep_copy()
+        data = text.encode("utf-8")
+        best, consumed = (0 if m.is_accepting() else -1), 0
+        for i, byte in enumerate(data):
+            if not m.consume_token(byte):
+                break
+            consumed = i + 1
+            if m.is_accepting():
+                best = i + 1
+
+        def chars(n: int) -> int:
+            return len(data[:n].decode("utf-8", "ignore"))
+        return (chars(best) if best >= 0 else -1), chars(consumed)
+
+
+def accepted_prefix(checker: Any, text: str) -> tuple[int, int]:
+    """See ``LLGuidanceChecker.accepted_prefix``; a checker without it has only ``accepts``."""
+    if hasattr(checker, "accepted_prefix"):
+        return checker.accepted_prefix(text)
+    return (len(text), len(text)) if checker.accepts(text) else (-1, 0)
+
+
+def grammar_verdict(checker: Any, params: Any, generated: str, with_calls: bool,
+                    tool_names: Sequence[str]) -> tuple[str, str, str]:
+    """(status, note, text fed) for one output and one grammar.
+
+    What is fed is what the grammar constrains: the whole output for a non-lazy grammar, the
+    text from the trigger on for a lazy one. The grammar must accept a prefix of it after which
+    no tool call remains (no tool name, no trigger): text the template writes after the calls
+    (end of turn, a tool-response header, content it puts after calls) is where the model stops
+    with end-of-sequence, outside the grammar. An output without calls must not fire a lazy
+    grammar's trigger at all.
+    """
+    start = trigger_start(generated, params.grammar_triggers) if params.grammar_lazy else 0
+    if not with_calls and params.grammar_lazy:
+        return (("pass", "no trigger fires", "") if start is None else
+                ("fail", "a trigger fires in an output without tool calls", generated[start:]))
+    if start is None:
+        return "fail", "no trigger fires before the tool calls", generated
+    text = generated[start:]
+    end, consumed = accepted_prefix(checker, text)
+    rest = text[end:] if end >= 0 else text
+    if end >= 0 and not any(n in rest for n in tool_names) and (
+            not params.grammar_lazy or trigger_start(rest, params.grammar_triggers) is None):
+        return "pass", "", text[:end]
+    where = f"llguidance refuses the byte at character {consumed}: …{text[max(0, consumed - 30):consumed]!r} ▸ " \
+            f"{text[consumed:consumed + 30]!r}" if consumed < len(text) else "llguidance needs more text at the end"
+    return "fail", where, text
+
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,11 +35,21 @@ from .values import schema_type
 JSON_STRING = r'"\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""'
 JSON_NUMBER = r'"-"? ( [0-9] | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?'
 JSON_INTEGER = r'"-"? ( [0-9] | [1-9] [0-9]{0,15} )'
-WS = r"[ \t\n]{0,20}"
+WS = r"[ \t\n]{0,40}"  # indented JSON nests 4 spaces deep per level: room for 9 levels
 
 
 def literal(text: str) -> str:
-    """A GBNF string literal (raw UTF-8; ASCII controls escaped)."""
+    """``text`` as GBNF: string literals (raw UTF-8; ASCII controls escaped), each whitespace
+    character on its own. llguidance lexes literals greedily without backtracking: a
+    ``"\n</end>"`` would commit at the newline and refuse the ``"\n"`` + ``"<next>"`` that
+    another path allows; whitespace apart, the two readings share no literal."""
+    if not text:
+        return '""'
+    pieces = re.findall(r"\s|\S+", text)
+    return " ".join(_quote(p) for p in pieces)
+
+
+def _quote(text: str) -> str:
     out = ['"']
     for ch in text:
         if ch == '"':
@@ -58,6 +68,14 @@ def literal(text: str) -> str:
             out.append(ch)
     out.append('"')
     return "".join(out)
+
+
+def chars(text: str) -> str:
+    """``text`` as a sequence of one-character literals. After free text (a rule that takes
+    anything but a stop word) the stop word is written this way: llguidance lexes literals
+    greedily and without backtracking, so a multi-character ``"</arg_value>"`` would commit at
+    ``</`` and refuse a value holding ``</b>``; single characters keep both readings open."""
+    return " ".join(_quote(c) for c in text) if text else '""'
 
 
 def _class_char(ch: str) -> str:
@@ -81,10 +99,19 @@ class Grammar:
         self.rules: dict[str, str] = {}
         self._by_body: dict[str, str] = {}
 
+    @staticmethod
+    def clean(name: str) -> str:
+        """A portable rule name: lower-case ASCII letters, digits and ``-``, starting with a
+        letter, never ``start`` (llguidance renames ``root`` to it)."""
+        base = re.sub(r"[^a-zA-Z0-9-]+", "-", name).strip("-").lower() or "r"
+        if not base[0].isalpha():
+            base = "r-" + base
+        return "start-rule" if base == "start" else base
+
     def add(self, name: str, body: str) -> str:
         if body in self._by_body:
             return self._by_body[body]
-        base = re.sub(r"[^a-zA-Z0-9-]+", "-", name).strip("-").lower() or "r"
+        base = self.clean(name)
         name, n = base, 1
         while name in self.rules:
             n += 1
@@ -158,13 +185,13 @@ class ValueEmitter:
 
     def string(self) -> str:
         f = self.fmt
-        if f.kind == "json" or (f.escape == "json" and f.str_open == '"'):
-            return self.g.add("json-string", JSON_STRING)
         if f.kind in ("python_repr", "python_str"):
             return self.g.add("py-string", "\"'\" ( [^'\\\\] | \"\\\\\" [^\\x00] )* \"'\" | "
                                            "\"\\\"\" ( [^\"\\\\] | \"\\\\\" [^\\x00] )* \"\\\"\"")
+        if f.kind == "json" or (f.escape == "json" and f.str_open == '"'):
+            return self.g.add("json-string", JSON_STRING)
         body = self.g.not_containing(f.str_close or '"', f"{self.prefix}-str")
-        return self.g.add(f"{self.prefix}-dstring", f"{literal(f.str_open)} {body} {literal(f.str_close)}")
+        return self.g.add(f"{self.prefix}-dstring", f"{literal(f.str_open)} {body} {chars(f.str_close)}")
 
     def literal_of(self, value: Any) -> str:
         return literal(dump(value, self.fmt, top=False))
@@ -229,7 +256,7 @@ class ValueEmitter:
 
     def any_value(self) -> str:
         g = self.g
-        name = f"{self.prefix}-any-value"
+        name = g.clean(f"{self.prefix}-any-value")
         if name in g.rules:
             return name
         g.rules[name] = "__pending__"
@@ -320,9 +347,11 @@ def _tagged_args(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any], prefix
         fmt = formats.get(jt) or formats.get("string") or ValueFormat()
         parts = list(ts.arg_parts)
         seq: list[str] = []
+        after_free = False
         for i, p in enumerate(parts):
             if p.kind == "lit":
-                seq.append(literal(p.text))
+                seq.append(chars(p.text) if after_free else literal(p.text))
+                after_free = False
             elif p.kind == "key":
                 seq.append(literal(k))
             elif p.kind == "typed":
@@ -331,6 +360,7 @@ def _tagged_args(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any], prefix
                 seq.append(literal(text))
             elif p.kind == "value":
                 seq.append(_tagged_value(g, ts, fmt, schema, jt, parts, i, f"{prefix}-{k}"))
+                after_free = True
         items.append((k, " ".join(x for x in seq if x != '""'), k in required))
     if not items:
         return literal(ts.args_empty) if ts.args_empty else ""
@@ -364,6 +394,11 @@ def _tagged_value(g: Grammar, ts: ToolCallStructure, fmt: ValueFormat, schema: M
 
 
 def _call_rule(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any], index_name: str) -> str:
+    return g.add(f"call-{tool['name']}", " ".join(_call_items(g, ts, tool)) or '""')
+
+
+def _call_items(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any]) -> list[str]:
+    """The call of one tool as a sequence of grammar items."""
     prefix = f"call-{tool['name']}"
     seq: list[str] = []
     from .build import channel_parts
@@ -373,14 +408,16 @@ def _call_rule(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any], index_na
         if p.kind == "lit" and channel is not None and i == name_at + 1:
             # header attributes in any order after the name, up to the header's end marker
             soup = g.not_containing(channel[2], f"{prefix}-header")
-            seq.append(g.add(f"{prefix}-header-any", f"{literal(p.text)} | {soup} {literal(channel[2])}"))
+            seq.append(g.add(f"{prefix}-header-any", f"{literal(p.text)} | {soup} {chars(channel[2])}"))
         elif p.kind == "lit":
             seq.append(literal(p.text))
         elif p.kind == "name":
             seq.append(literal(tool["name"]))
         elif p.kind == "id":
             if not any(q.kind == "name" for q in ts.call_parts):  # the id carries the name
-                seq.append(f"[a-zA-Z0-9_.-]* {literal(tool['name'])} [a-zA-Z0-9_.:-]*")
+                # one rule of terminals only: llguidance reads it as one regex (split, its
+                # greedy lexer would let the class swallow the name)
+                seq.append(g.add(f"{prefix}-id", f"[a-zA-Z0-9_.-]* {literal(tool['name'])} [a-zA-Z0-9_.:-]*"))
             else:
                 seq.append(g.add("call-id", "[a-zA-Z0-9_.:-]+"))
         elif p.kind == "index":
@@ -395,32 +432,64 @@ def _call_rule(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any], index_na
                 seq.append(emitter.value(schema, f"{prefix}-args"))
         elif p.kind == "typed":
             seq.append(literal(next((t for _, t in p.by_type), "")))
-    body = " ".join(x for x in seq if x and x != '""') or '""'
-    return g.add(prefix, body)
+    return [x for x in seq if x and x != '""']
+
+
+def _alternatives(g: Grammar, name: str, seqs: list[list[str]]) -> str:
+    """``seq1 | seq2 | ...`` with their common leading items written once: llguidance lexes
+    greedily, so alternatives that begin alike must not be told apart before they differ."""
+    if len(seqs) == 1:
+        return g.add(name, " ".join(seqs[0]) or '""')
+    k = 0
+    while all(len(q) > k + 1 for q in seqs) and len({q[k] for q in seqs}) == 1:
+        k += 1
+    rests = [g.add(f"{name}-{i}", " ".join(q[k:])) for i, q in enumerate(seqs)]
+    return g.add(name, " ".join(seqs[0][:k] + ["( " + " | ".join(rests) + " )"]))
 
 
 def grammar_start(analysis: TemplateAnalysis) -> str:
     """When calls start with whitespace before their first word and have no section marker, a
     lazy grammar starts at the word (where a trigger matches): the word without the space."""
     ts = analysis.tool_call_structure
-    if ts.tool_section_start or not ts.call_parts or ts.call_parts[0].kind != "lit":
+    if ts.tool_section_start.strip() or not ts.call_parts or ts.call_parts[0].kind != "lit":
         return ""
     first = ts.call_parts[0].text
     return first.lstrip() if first != first.lstrip() and first.strip() else ""
 
 
 def tool_section_rule(g: Grammar, analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]],
-                      parallel: bool, skip_first: bool = False) -> str:
+                      parallel: bool, *, start: str = "full", at_trigger: bool = False) -> str:
+    """The tool section. ``at_trigger``: it starts where its trigger word matched, so without
+    the whitespace the template writes before that word. ``start``: ``"full"``, the section as
+    written; ``"skip"``, without the first call's leading literal (the root writes it);
+    ``"chars"``, its opening as one-character literals (it follows free text: see ``chars``)."""
+    from dataclasses import replace
     ts = analysis.tool_call_structure
-    if skip_first:  # the first call's leading literal is written by the root rule
-        from dataclasses import replace
-        ts = replace(ts, call_parts=ts.call_parts[1:])
-    calls = [_call_rule(g, ts, t, "i") for t in _tool_list(tools)]
-    call = g.add("tool-call", " | ".join(calls))
+    if at_trigger and ts.tool_section_start:
+        ts = replace(ts, tool_section_start=ts.tool_section_start.lstrip())
+    tools_ = _tool_list(tools)
+    call = _alternatives(g, "tool-call", [_call_items(g, ts, t) for t in tools_])
+    first, opening = call, literal(ts.tool_section_start) if ts.tool_section_start else ""
+    lead = ts.call_parts[0].text if ts.call_parts and ts.call_parts[0].kind == "lit" else ""
+    if start != "full" and not ts.tool_section_start.strip() and lead:
+        head = replace(ts, call_parts=ts.call_parts[1:])
+        first = _alternatives(g, "first-call", [_call_items(g, head, t) for t in tools_])
+        if start == "chars":  # free text before it takes any whitespace
+            first, opening = f"{chars((ts.tool_section_start + lead).lstrip())} {first}", ""
+    elif start == "chars" and ts.tool_section_start.strip():
+        opening = chars(ts.tool_section_start.lstrip())
+    if ts.content_after_calls and lead and parallel:  # free text may come where another call would start
+        rest = _alternatives(g, "next-call", [_call_items(g, replace(ts, call_parts=ts.call_parts[1:]), t)
+                                              for t in tools_])
+        call = f"{chars(lead)} {rest}"
     sep = literal(ts.call_separator) if ts.call_separator else ""
-    many = f"{call} ( {sep} {call} )*" if parallel and ts.supports_parallel else call
-    pieces = [literal(ts.tool_section_start) if ts.tool_section_start else "", many,
-              literal(ts.tool_section_end) if ts.tool_section_end else ""]
+    many = f"{first} ( {sep} {call} )*" if parallel and ts.supports_parallel else first
+    end = ts.tool_section_end
+    if ts.content_after_calls:  # the model may write its answer after the calls: free text, up to the end
+        after = g.not_containing(end.strip(), "after-calls") if end.strip() else g.add("any-text", "[^\\x00]*")
+        many = f"{many} {after}"
+        end = end.strip()
+    pieces = [opening, many, (chars(end) if ts.content_after_calls else literal(end)) if end else ""]
     return g.add("tool-calls", " ".join(p for p in pieces if p))
 
 
@@ -437,17 +506,19 @@ def build_gbnf(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]] | 
     if tool_choice == "none" or not tools or not ts.supports_tools or not ts.call_parts:
         return None
     g = Grammar()
-    section = tool_section_rule(g, analysis, tools, parallel_tool_calls)
     if lazy:
         # a pattern trigger matches from the call's first word: the grammar starts there too
         trig = grammar_start(analysis)
-        g.rules["root"] = section if not trig else f"{literal(trig)} {tool_section_rule(g, analysis, tools, parallel_tool_calls, skip_first=True)}"
+        section = tool_section_rule(g, analysis, tools, parallel_tool_calls, at_trigger=True,
+                                    start="skip" if trig else "full")
+        g.rules["root"] = f"{literal(trig)} {section}" if trig else section
         return g.text()
+    section = tool_section_rule(g, analysis, tools, parallel_tool_calls, start="chars")
     cs = analysis.content_structure
     parts: list[str] = []
     if mode == ReasoningMode.FORCED_OPEN and cs.reasoning_end.strip():
         thought = g.not_containing(cs.reasoning_end.strip(), "reasoning")
-        parts.append(f"{thought} {literal(cs.reasoning_end.strip())} {WS}")
+        parts.append(f"{thought} {chars(cs.reasoning_end.strip())} {WS}")
     trigger = (ts.tool_section_start or next((p.text for p in ts.call_parts if p.kind == "lit" and p.text.strip()), ""))
     free = g.not_containing(trigger.strip() or trigger, "content") if trigger.strip() else ""
     if tool_choice == "required":

@@ -41,7 +41,12 @@ def grammar_triggers(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, An
         lead = first.text.strip()
         toks = tokenize(lead)
         if toks and is_marker(toks[0]):  # a marker opens every call
-            return [{"type": "word", "value": toks[0]}]
+            ends = {t for x in (analysis.end_of_turn, analysis.final_suffix) for t in tokenize(x) if is_marker(t)}
+            if toks[0] not in ends:
+                return [{"type": "word", "value": toks[0]}]
+            # the marker also ends every turn: the trigger runs on to the call's next marker
+            nxt = next((i for i in range(1, len(toks)) if is_marker(toks[i])), None)
+            return [{"type": "word", "value": "".join(toks[:nxt + 1]) if nxt is not None else lead}]
         if lead:
             # no fixed word: the call's own opening text followed by a tool name
             second = ts.call_parts[1] if len(ts.call_parts) > 1 else None
@@ -78,3 +83,22 @@ def preserved_tokens(analysis: TemplateAnalysis) -> list[str]:
             if is_marker(tok) and tok not in out:
                 out.append(tok)
     return out
+
+
+def trigger_start(text: str, triggers: Sequence[dict[str, str]]) -> int | None:
+    """Where a lazy grammar starts in ``text``, as llama.cpp decides: the leftmost match of any
+    word or pattern trigger (the grammar sees the text from the match on), or the first group's
+    start when a ``pattern_full`` trigger matches the whole text; None when nothing triggers.
+
+    Example::
+
+        >>> trigger_start("Sure. <tool_call>{...}", [{"type": "word", "value": "<tool_call>"}])
+        6
+    """
+    anywhere = [re.escape(t["value"]) if t["type"] == "word" else t["value"]
+                for t in triggers if t["type"] in ("word", "pattern")]
+    for t in triggers:
+        if t["type"] == "pattern_full" and (m := re.fullmatch(t["value"], text)):
+            return next((m.start(i) for i in range(1, (m.re.groups or 0) + 1) if m.group(i)), 0)
+    m = re.search("|".join(f"(?:{a})" for a in anywhere), text) if anywhere else None
+    return m.start() if m else None

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import tools.template_report as tr
+from generator.triggers import trigger_start
 from tools.template_report import EXIT_INPUT, EXIT_OK, EXIT_REGRESSION, Entry, main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -216,11 +217,11 @@ def test_collect_walks_folders_model_dirs_and_manifests(corpus_root: Path, tmp_p
 
 def test_trigger_start_follows_llama_cpp() -> None:
     words = [{"type": "word", "value": "<tool_call>"}]
-    assert tr.trigger_start("hi <tool_call>{}", words) == 3
-    assert tr.trigger_start("no call", words) is None
+    assert trigger_start("hi <tool_call>{}", words) == 3
+    assert trigger_start("no call", words) is None
     pattern = [{"type": "pattern", "value": r'\{\s*"name":\s*"(get_weather|search_docs)'}]
-    assert tr.trigger_start('x {"name": "get_weather"}', pattern) == 2  # from the match, not the group
-    assert tr.trigger_start('x {"name": "other"}', pattern) is None
+    assert trigger_start('x {"name": "get_weather"}', pattern) == 2  # from the match, not the group
+    assert trigger_start('x {"name": "other"}', pattern) is None
 
 
 def test_compare_classifies_changes() -> None:

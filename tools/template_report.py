@@ -57,6 +57,7 @@ from typing import Any, Callable, Iterator, Sequence
 from analyzer.corpus import MANIFEST_NAME, CorpusError, read_manifest
 from analyzer.errors import ChatAutoparserError
 from analyzer.markers import visible
+from generator.engines import grammar_verdict
 
 EXIT_OK, EXIT_REGRESSION, EXIT_INPUT = 0, 1, 2
 SCHEMA = 1
@@ -180,70 +181,6 @@ def _error(e: BaseException) -> dict[str, str]:
     """Type and message; exceptions that are not ours are bugs and say so."""
     kind = type(e).__name__ if isinstance(e, ChatAutoparserError) else f"internal {type(e).__name__}"
     return {"type": kind, "message": _clip(str(e))}
-
-
-def trigger_start(text: str, triggers: Sequence[dict[str, str]]) -> int | None:
-    """Where a lazy grammar starts in ``text``, as llama.cpp decides: the leftmost match of any
-    word or pattern trigger (the grammar sees the text from the match on), or 0 when a
-    ``pattern_full`` trigger matches the whole text; None when nothing triggers."""
-    anywhere = [re.escape(t["value"]) if t["type"] == "word" else t["value"]
-                for t in triggers if t["type"] in ("word", "pattern")]
-    for t in triggers:
-        if t["type"] == "pattern_full" and (m := re.fullmatch(t["value"], text)):
-            return next((m.start(i) for i in range(1, (m.re.groups or 0) + 1) if m.group(i)), 0)
-    m = re.search("|".join(f"(?:{a})" for a in anywhere), text) if anywhere else None
-    return m.start() if m else None
-
-
-def accepted_prefix(checker: Any, text: str) -> tuple[int, int]:
-    """(end of the longest prefix the grammar accepts as a whole output (-1: none), characters
-    consumed before the grammar refused the next byte) of ``text``.
-
-    Walks llguidance's matcher byte by byte; without access to it (the checker only promises
-    ``accepts``) the whole text is the only candidate.
-    """
-    matcher = getattr(checker, "_matcher", None)
-    if matcher is None:
-        return (len(text), len(text)) if checker.accepts(text) else (-1, 0)
-    m = matcher.deep_copy()
-    data = text.encode("utf-8")
-    best, consumed = (0 if m.is_accepting() else -1), 0
-    for i, byte in enumerate(data):
-        if not m.consume_token(byte):
-            break
-        consumed = i + 1
-        if m.is_accepting():
-            best = i + 1
-    chars = lambda n: len(data[:n].decode("utf-8", "ignore"))  # noqa: E731
-    return (chars(best) if best >= 0 else -1), chars(consumed)
-
-
-def grammar_verdict(checker: Any, params: Any, generated: str, with_calls: bool,
-                    tool_names: Sequence[str]) -> tuple[str, str, str]:
-    """(status, note, text fed) for one output and one grammar.
-
-    What is fed is what the grammar constrains: the whole output for a non-lazy grammar, the
-    text from the trigger on for a lazy one. The grammar must accept a prefix of it after which
-    no tool call remains (no tool name, no trigger): text the template writes after the calls
-    (end of turn, a tool-response header, content it puts after calls) is where the model stops
-    with end-of-sequence, outside the grammar. An output without calls must not fire a lazy
-    grammar's trigger at all.
-    """
-    start = trigger_start(generated, params.grammar_triggers) if params.grammar_lazy else 0
-    if not with_calls and params.grammar_lazy:
-        return ((PASS, "no trigger fires", "") if start is None else
-                (FAIL, "a trigger fires in an output without tool calls", generated[start:]))
-    if start is None:
-        return FAIL, "no trigger fires before the tool calls", generated
-    text = generated[start:]
-    end, consumed = accepted_prefix(checker, text)
-    rest = text[end:] if end >= 0 else text
-    if end >= 0 and not any(n in rest for n in tool_names) and (
-            not params.grammar_lazy or trigger_start(rest, params.grammar_triggers) is None):
-        return PASS, "", text[:end]
-    where = f"llguidance refuses the byte at character {consumed}: …{text[max(0, consumed - 30):consumed]!r} ▸ " \
-            f"{text[consumed:consumed + 30]!r}" if consumed < len(text) else "llguidance needs more text at the end"
-    return FAIL, where, text
 
 
 def _uses_tools(scenario: str) -> bool:

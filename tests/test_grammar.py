@@ -1,0 +1,162 @@
+"""Grammars checked by real engines over the corpus.
+
+For every template whose tool calls render:
+
+* the grammar passes our strict GBNF check (llama.cpp's rules and the portability rules);
+* llguidance (byte-level, its own GBNF front-end) compiles it and accepts every tool-call output
+  of the render → parse fixed point (from the trigger on for a lazy grammar; see
+  ``generator.engines.grammar_verdict``);
+* outputs the template renders for broken calls are refused: an unknown tool name, a missing
+  required argument, a value outside the enum, and (JSON arguments) a string without quotes.
+
+llama.cpp itself is the extended check in ``benchmarks/`` (it has to be compiled).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from analyzer import load_template
+from analyzer.caps import tool_call_messages, tool_forms
+from analyzer.prober import Prober
+from analyzer.roundtrip import RT_TOOLS, generated_text, kwargs_for
+from analyzer.structures import ArgumentFormat
+from generator import generate_parser
+from generator.engines import LLGuidanceChecker, grammar_verdict
+from generator.gbnf_check import check_gbnf
+
+NAMES = [t["function"]["name"] for t in RT_TOOLS]
+# scenarios whose calls keep the tools' schemas ("empty_arguments" leaves out a required argument)
+SCHEMA_VALID = ("tool_call", "parallel_tool_calls", "content+tool_calls", "reasoning+tool_calls", "tricky_arguments")
+
+ENUM_TOOLS = [{"type": "function", "function": {
+    "name": "set_units", "description": "Choose units.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                                                    "units": {"type": "string", "enum": ["metric", "imperial"]}},
+                   "required": ["city", "units"]}}}]
+
+
+def _grammar_cases(analysis, fixed: dict) -> list[tuple[Any, Any, str, str]]:
+    """(params, checker, scenario, output) for each tool-call output of the fixed point."""
+    out, built = [], {}
+    for name in SCHEMA_VALID:
+        r = fixed.get(name)
+        if r is None or r.skipped or not r.ok or not r.parsed.get("tool_calls"):
+            continue
+        if r.enable_thinking not in built:
+            params = generate_parser(analysis, tools=RT_TOOLS, enable_thinking=r.enable_thinking)
+            built[r.enable_thinking] = (params, LLGuidanceChecker(params.grammar) if params.grammar else None)
+        params, checker = built[r.enable_thinking]
+        out.append((params, checker, name, r.generated))
+    return out
+
+
+def test_grammar_accepts_rendered_calls(corpus_entry, analyzed, fixed_points):
+    fixed = fixed_points(corpus_entry.path)
+    if not fixed:
+        pytest.skip("no analysis (its error is checked by test_golden)")
+    cases = _grammar_cases(analyzed(corpus_entry.path), fixed)
+    if not cases:
+        pytest.skip("no tool-call output to check (the template renders no calls)")
+    for params, checker, scenario, output in cases:
+        assert params.grammar, f"{scenario}: tool calls render but no grammar is built"
+        issues = check_gbnf(params.grammar)
+        assert not issues, f"{scenario}: " + "; ".join(map(str, issues[:5]))
+        status, note, text = grammar_verdict(checker, params, output, True, NAMES)
+        assert status == "pass", f"{scenario}: {note}\nfed: {text!r}"
+
+
+def _render(loaded, analysis, enable: bool, calls: list[tuple[str, dict, str]], tools) -> str | None:
+    prober = Prober(loaded, engine=analysis.engine)
+    prober.content_format = analysis.caps.content_format
+    forms = tool_forms(analysis.caps)
+    message = tool_call_messages(forms, calls, content=None)
+    cut = generated_text(prober, message, tools, kwargs_for(analysis, enable))
+    return cut[1] if cut else None
+
+
+def test_grammar_refuses_broken_calls(corpus_entry, analyzed, fixed_points):
+    fixed = fixed_points(corpus_entry.path)
+    analysis = analyzed(corpus_entry.path)
+    r = fixed.get("tool_call") if fixed else None
+    if r is None or r.skipped or not r.ok:
+        pytest.skip("no rendered tool call to start from")
+    enable = r.enable_thinking
+    params = generate_parser(analysis, tools=ENUM_TOOLS, enable_thinking=enable)
+    checker = LLGuidanceChecker(params.grammar)
+    loaded = load_template(corpus_entry.path)
+    good = {"city": "Paris", "units": "metric"}
+    valid = _render(loaded, analysis, enable, [("set_units", good, "callU0001")], ENUM_TOOLS)
+    if valid is None or "set_units" not in valid or "metric" not in valid:
+        pytest.skip("the template does not render this call the way it renders the probes")
+    status, note, _ = grammar_verdict(checker, params, valid, True, ["set_units"])
+    assert status == "pass", f"valid call refused: {note}"
+    broken: dict[str, str | None] = {
+        "unknown tool name": _render(loaded, analysis, enable, [("set_unitz", good, "callU0001")], ENUM_TOOLS),
+        "missing required argument": _render(loaded, analysis, enable, [("set_units", {"units": "metric"},
+                                                                         "callU0001")], ENUM_TOOLS),
+        "value outside the enum": _render(loaded, analysis, enable, [("set_units", {"city": "Paris", "units": "kelvin"},
+                                                                      "callU0001")], ENUM_TOOLS),
+    }
+    ts = analysis.tool_call_structure
+    if ts.argument_format == ArgumentFormat.JSON and '"Paris"' in valid:
+        broken["string without quotes (invalid JSON)"] = valid.replace('"Paris"', "Paris", 1)
+    for what, text in broken.items():
+        if text is None:
+            continue
+        status, note, fed = grammar_verdict(checker, params, text, True, ["set_units", "set_unitz"])
+        assert status == "fail", f"{what}: accepted {fed!r}"
+
+
+def test_required_tool_choice_and_parallel_off(analyzed):
+    """tool_choice=required: a whole-output grammar in which a call is mandatory; parallel
+    calls off: one call only."""
+    from pathlib import Path
+    a = analyzed(Path(__file__).resolve().parents[1] / "templates" / "chatml-think.jinja")
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    req = generate_parser(a, tools=RT_TOOLS, tool_choice="required")
+    assert not req.grammar_lazy and not req.grammar_triggers
+    checker = LLGuidanceChecker(req.grammar)
+    assert checker.accepts("Let me check.\n" + call)
+    assert not checker.accepts("No call at all.")
+    single = generate_parser(a, tools=RT_TOOLS, parallel_tool_calls=False)
+    one = LLGuidanceChecker(single.grammar)
+    assert one.accepts(call)
+    assert not one.accepts(call + "\n" + call)
+    assert generate_parser(a, tools=RT_TOOLS, tool_choice="none").grammar is None
+
+
+def test_grammar_follows_schema_details():
+    """Types, enums, optional properties, nested objects, arrays and anyOf, on one tool."""
+    from analyzer import analyze_template
+    tools = [{"type": "function", "function": {"name": "book", "parameters": {
+        "type": "object", "required": ["when", "seats"],
+        "properties": {"when": {"type": "string"}, "seats": {"type": "integer"},
+                       "class": {"type": "string", "enum": ["eco", "biz"]},
+                       "who": {"type": "array", "items": {"type": "object", "properties": {
+                           "name": {"type": "string"}}, "required": ["name"]}},
+                       "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}}}]
+    a = analyze_template("templates/chatml-think.jinja")
+    checker = LLGuidanceChecker(generate_parser(a, tools=tools).grammar)
+
+    def call(args: str) -> str:
+        return '<tool_call>\n{"name": "book", "arguments": ' + args + '}\n</tool_call>'
+    assert checker.accepts(call('{"when": "today", "seats": 2}'))
+    assert checker.accepts(call('{"when": "today", "seats": 2, "class": "biz", "who": [{"name": "A"}], '
+                                '"note": null}'))
+    assert not checker.accepts(call('{"when": "today"}'))                       # required missing
+    assert not checker.accepts(call('{"when": "today", "seats": 2.5}'))         # integer
+    assert not checker.accepts(call('{"when": "today", "seats": 2, "class": "first"}'))  # enum
+    assert not checker.accepts(call('{"when": "today", "seats": 2, "who": [{}]}'))      # nested required
+    assert not checker.accepts(call('{"when": "today", "seats": 2, "note": 3}'))        # anyOf
+
+
+def test_deepcopy_of_tools_is_not_needed():
+    """The generator does not change the tools it is given."""
+    from analyzer import analyze_template
+    tools = copy.deepcopy(RT_TOOLS)
+    generate_parser(analyze_template("templates/chatml-think.jinja"), tools=tools)
+    assert tools == RT_TOOLS
