@@ -112,8 +112,8 @@ def corpus_dir() -> Path:
 
     Example::
 
-        >>> corpus_dir()
-        PosixPath('/work/shared/corpus')
+        >>> (corpus_dir() / MANIFEST_NAME).is_file()
+        True
     """
     explicit = os.environ.get(ENV_VAR, "")
     if explicit:

@@ -354,6 +354,9 @@ class JsonCall(Parser):
             if pos == FAIL:
                 return FAIL
             if inp.recovered:  # the object is broken: the call ends where its raw arguments end
+                p = yield from skip(pos)
+                if (yield from _peek(inp, p, "}")):  # with the object's own closing brace
+                    return p + 1
                 return pos
 
 
@@ -556,7 +559,9 @@ def _around(text: str) -> Parser:
 def _call_parser(ts: ToolCallStructure) -> Parser:
     frame = _json_frame(ts)
     if frame is not None and ts.function_format in (FunctionFormat.JSON_OBJECT, FunctionFormat.NAME_AS_KEY):
-        stops = [_marker(x) for x in (frame[1], ts.call_separator, ts.tool_section_end) if x.strip()]
+        # broken arguments run up to the call's own closing brace and what follows it
+        closing = ["}" + frame[1]] if frame[1].strip() else []
+        stops = [_marker(x) for x in (*closing, frame[1], ts.call_separator, ts.tool_section_end) if x.strip()]
         inner = (JsonCall(ts.name_field, ts.args_field, ts.id_field, stops=stops)
                  if ts.function_format == FunctionFormat.JSON_OBJECT
                  else JsonCall("", "", "", name_as_key=True, stops=stops))

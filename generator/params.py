@@ -21,9 +21,27 @@ class ChatParams:
     preserved_tokens: list[str] = field(default_factory=list)
     generation_prompt: str = ""
     thinking_forced_open: bool = False
-    lark_grammar: str | None = None
     # variables to pass to the chat template so that the prompt is the one this parser expects
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def lark_grammar(self) -> str | None:
+        """The grammar in llguidance's Lark form (its own GBNF converter; None without a
+        grammar or without llguidance installed)."""
+        if self.grammar is None:
+            return None
+        try:
+            from llguidance.gbnf_to_lark import gbnf_to_lark
+        except ImportError:
+            return None
+        return gbnf_to_lark(self.grammar)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but the parser, as plain data (what a server configures)."""
+        return {"generation_prompt": self.generation_prompt, "chat_template_kwargs": self.chat_template_kwargs,
+                "thinking_forced_open": self.thinking_forced_open, "grammar": self.grammar,
+                "grammar_lazy": self.grammar_lazy, "grammar_triggers": self.grammar_triggers,
+                "preserved_tokens": self.preserved_tokens}
 
 
 def generate_parser(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]] | None = None,

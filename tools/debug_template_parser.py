@@ -1,11 +1,19 @@
 """``debug-template-parser PATH``: show what the analysis learned about one chat template.
 
-Exit codes: 0 analyzed, 1 analysis error, 2 bad input (missing file, not a template).
+Exit codes: 0 analyzed, 1 analysis error, 2 bad input (missing file, not a template, a tools
+file or output file that cannot be read).
+
+With ``--tools tools.json`` it also shows what a server gets for a request with those tools
+(grammar, lazy triggers, preserved tokens, generation prompt); with ``--parse output.txt`` it
+parses a model output (``-`` reads stdin) and prints the message, and with ``--chunk N`` the
+OpenAI deltas of streaming it N characters at a time. ``--json`` prints plain data: the
+analysis alone, or ``{"analysis", "chat_params", "message", "deltas"}`` when those are asked for.
 
 Example::
 
     $ debug-template-parser templates/chatml-think.jinja
     $ debug-template-parser model_dir/ --json
+    $ debug-template-parser templates/chatml-think.jinja --tools tools.json --parse out.txt --chunk 4
 """
 
 from __future__ import annotations
@@ -34,7 +42,46 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--template-name", help="pick a named template (tokenizer_config with several templates)")
     p.add_argument("--bos", help="bos_token to render with (a bare .jinja has none)")
     p.add_argument("--eos", help="eos_token to render with (a bare .jinja has none)")
+    g = p.add_argument_group("request (grammar, triggers, parsing)")
+    g.add_argument("--tools", metavar="FILE", help="JSON list of OpenAI tools (or an object with a \"tools\" list)")
+    g.add_argument("--tool-choice", choices=("auto", "required", "none"), default="auto")
+    g.add_argument("--no-parallel", action="store_true", help="parallel_tool_calls=false")
+    g.add_argument("--no-thinking", action="store_true", help="enable_thinking=false")
+    g.add_argument("--parse", metavar="FILE", help="a model output to parse (- for stdin)")
+    g.add_argument("--chunk", type=int, metavar="N", help="with --parse: stream it N characters at a time and "
+                                                           "show the deltas")
+    g.add_argument("--strict", action="store_true", help="with --parse: a parse error is an error (exit 1)")
     return p
+
+
+class InputError(Exception):
+    """A file named on the command line that cannot be used (exit 2)."""
+
+
+def read_tools(path: str) -> list[dict[str, Any]]:
+    """OpenAI tools from a JSON file: a list, or an object with a ``tools`` list."""
+    try:
+        data = json.loads(open(path, encoding="utf-8").read())
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror})") from None
+    except ValueError as e:
+        raise InputError(f"{path}: not JSON ({e})") from None
+    tools = data.get("tools") if isinstance(data, dict) else data
+    if not isinstance(tools, list) or not all(isinstance(t, dict) and isinstance(t.get("function", t).get("name"), str)
+                                              for t in tools):
+        raise InputError(f"{path}: expected a list of tools, each with a function name")
+    return tools
+
+
+def read_output(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return open(path, encoding="utf-8").read()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 def _mark(text: str) -> str:
@@ -165,12 +212,62 @@ def render_report(a: TemplateAnalysis, template: Any = None) -> Any:
     return Panel(Group(*parts, legend), title=f"{a.template}  (sha256 {a.sha256[:12]}…, {a.engine})")
 
 
+def request_report(params: Any, message: dict[str, Any] | None, deltas: list[dict[str, Any]] | None) -> Any:
+    """Rich renderables for a request's parameters and a parsed output."""
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title="Request", show_header=False, title_justify="left")
+    t.add_column("field", style="bold")
+    t.add_column("value")
+    t.add_row("generation_prompt", Text(_mark(params.generation_prompt)))
+    t.add_row("chat_template_kwargs", Text(json.dumps(params.chat_template_kwargs) or "-"))
+    t.add_row("thinking_forced_open", "yes" if params.thinking_forced_open else "no")
+    t.add_row("grammar_lazy", "yes" if params.grammar_lazy else "no")
+    t.add_row("grammar_triggers", Text(json.dumps(params.grammar_triggers, ensure_ascii=False) or "-"))
+    t.add_row("preserved_tokens", Text(" ".join(params.preserved_tokens) or "-"))
+    parts: list[Any] = [t]
+    if params.grammar:
+        parts.append(Panel(Syntax(params.grammar, "ebnf", word_wrap=True), title="GBNF grammar", title_align="left"))
+    if message is not None:
+        parts.append(Panel(Syntax(json.dumps(message, ensure_ascii=False, indent=2), "json", word_wrap=True),
+                           title="Parsed message", title_align="left"))
+    if deltas is not None:
+        parts.append(Panel(Text("\n".join(json.dumps(d, ensure_ascii=False) for d in deltas)),
+                           title=f"Deltas ({len(deltas)})", title_align="left"))
+    return Group(*parts)
+
+
+def _parse(params: Any, text: str, chunk: int | None, strict: bool) -> tuple[dict[str, Any], list | None]:
+    from generator import as_delta
+    if not chunk:
+        return params.parser.parse(text, strict=strict), None
+    stream = params.parser.stream(strict=strict)
+    events: list[dict[str, Any]] = []
+    for i in range(0, len(text), chunk):
+        events += stream.feed(text[i:i + chunk])
+    message, tail = stream.finish()
+    deltas = [d for d in (as_delta(e) for e in events + tail) if d is not None]
+    return message, deltas
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     tokens = {k: v for k, v in (("bos_token", args.bos), ("eos_token", args.eos)) if v is not None}
+    if args.chunk is not None and (args.chunk < 1 or not args.parse):
+        print("error: --chunk needs --parse and a size of at least 1", file=sys.stderr)
+        return EXIT_INPUT
     try:
+        tools = read_tools(args.tools) if args.tools else None
+        output = read_output(args.parse) if args.parse else None
         loaded = load_template(args.path, template_name=args.template_name, special_tokens=tokens or None)
         analysis = analyze_template(loaded, engine=args.engine)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_INPUT
     except TemplateError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INPUT
@@ -180,12 +277,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ChatAutoparserError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_ANALYSIS
+    params = message = deltas = None
+    code = EXIT_OK
+    if tools is not None or output is not None:
+        from generator import generate_parser
+        params = generate_parser(analysis, tools=tools, tool_choice=args.tool_choice,
+                                 parallel_tool_calls=not args.no_parallel, enable_thinking=not args.no_thinking)
+        if output is not None:
+            try:
+                message, deltas = _parse(params, output, args.chunk, args.strict)
+            except ChatAutoparserError as e:  # strict: a ParseError names the position
+                print(f"parse error: {e}", file=sys.stderr)
+                return EXIT_ANALYSIS
     if args.json:
-        sys.stdout.write(json.dumps(analysis.to_dict(), ensure_ascii=False, indent=2) + "\n")
-        return EXIT_OK
+        data: Any = analysis.to_dict()
+        if params is not None:
+            data = {"analysis": data, "chat_params": params.to_dict()}
+            if message is not None:
+                data["message"] = message
+            if deltas is not None:
+                data["deltas"] = deltas
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        return code
     from rich.console import Console
-    Console().print(render_report(analysis, loaded))
-    return EXIT_OK
+    console = Console()
+    console.print(render_report(analysis, loaded))
+    if params is not None:
+        console.print(request_report(params, message, deltas))
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,92 @@
+"""``debug-template-parser``: reports, JSON, requests and parsing; exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools.debug_template_parser import EXIT_ANALYSIS, EXIT_INPUT, EXIT_OK, main
+
+REPO = Path(__file__).resolve().parents[1]
+OWN = str(REPO / "templates" / "chatml-think.jinja")
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+OUTPUT = ('<think>\nhmm\n</think>\nSure.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}'
+          '\n</tool_call>')
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_report_and_json(capsys):
+    code, out, _ = run(capsys, OWN)
+    assert code == EXIT_OK and "Reasoning and content" in out and "<think>" in out
+    code, out, _ = run(capsys, OWN, "--json")
+    assert code == EXIT_OK
+    data = json.loads(out)
+    assert data["content_structure"]["reasoning_start"].strip() == "<think>"
+
+
+def test_tools_and_parse(tmp_path, capsys):
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps({"tools": TOOLS}))
+    out_file = tmp_path / "out.txt"
+    out_file.write_text(OUTPUT)
+    code, out, _ = run(capsys, OWN, "--tools", str(tools), "--parse", str(out_file), "--chunk", "3", "--json")
+    assert code == EXIT_OK
+    data = json.loads(out)
+    assert data["chat_params"]["grammar_triggers"] == [{"type": "word", "value": "<tool_call>"}]
+    assert "root ::=" in data["chat_params"]["grammar"]
+    assert data["message"]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    assert "".join(d.get("content", "") for d in data["deltas"]) == "Sure."
+    code, out, _ = run(capsys, OWN, "--tools", str(tools), "--parse", str(out_file))
+    assert code == EXIT_OK and "GBNF grammar" in out and "Parsed message" in out
+
+
+def test_strict_parse_error_exits_1(tmp_path, capsys):
+    out_file = tmp_path / "out.txt"
+    out_file.write_text('<tool_call>\n{"name": "get_weather", "arguments": {"city": ')
+    code, out, err = run(capsys, OWN, "--parse", str(out_file), "--json")
+    assert code == EXIT_OK and "parse_error" in json.loads(out)["message"]
+    code, _, err = run(capsys, OWN, "--parse", str(out_file), "--strict")
+    assert code == EXIT_ANALYSIS and err.startswith("parse error:") and "position" in err
+
+
+@pytest.mark.parametrize("make, expect", [
+    (lambda d: ["/nonexistent/x.jinja"], "x.jinja"),
+    (lambda d: [str(d / "bad.json")], "bad.json"),
+    (lambda d: [str(d / "syntax.jinja")], "syntax.jinja"),
+    (lambda d: [OWN, "--tools", str(d / "bad.json")], "bad.json"),
+    (lambda d: [OWN, "--tools", str(d / "notools.json")], "notools.json"),
+    (lambda d: [OWN, "--parse", str(d / "missing.txt")], "missing.txt"),
+    (lambda d: [OWN, "--chunk", "4"], "--chunk"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, make, expect):
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "syntax.jinja").write_text("{% for x in %}")
+    (tmp_path / "notools.json").write_text('{"tools": [{"nope": 1}]}')
+    code, out, err = run(capsys, *make(tmp_path))
+    assert code == EXIT_INPUT
+    assert out == "" and len(err.strip().splitlines()) == 1 and expect in err
+
+
+def test_template_raising_for_every_probe_is_an_analysis_error(tmp_path, capsys):
+    t = tmp_path / "raises.jinja"
+    t.write_text("{{ raise_exception('this template refuses everything') }}")
+    code, out, err = run(capsys, str(t))
+    assert code == EXIT_ANALYSIS and out == ""
+    assert len(err.strip().splitlines()) == 1 and "raises.jinja" in err
+
+
+def test_console_script_is_installed():
+    """The entry point runs as a program (what the README's first command does)."""
+    r = subprocess.run([sys.executable, "-m", "tools.debug_template_parser", OWN, "--json"], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and json.loads(r.stdout)["template"]
