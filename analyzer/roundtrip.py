@@ -28,16 +28,23 @@ from .load import LoadedTemplate
 from .prober import Prober
 from .structures import ReasoningMode, TemplateAnalysis
 
+# Described and typed the way real tool definitions are: some templates print every parameter's
+# description and item type unguarded.
 RT_TOOLS = [
     {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.",
                                       "parameters": {"type": "object", "properties": {
-                                          "city": {"type": "string"}, "days": {"type": "integer"},
-                                          "metric": {"type": "boolean"}},
+                                          "city": {"type": "string", "description": "City name"},
+                                          "days": {"type": "integer", "description": "Days ahead"},
+                                          "metric": {"type": "boolean", "description": "Metric units"}},
                                           "required": ["city"]}}},
     {"type": "function", "function": {"name": "search_docs", "description": "Search the documents.",
                                       "parameters": {"type": "object", "properties": {
-                                          "query": {"type": "string"}, "filters": {"type": "object"},
-                                          "limit": {"type": "number"}, "tags": {"type": "array"}},
+                                          "query": {"type": "string", "description": "Search terms"},
+                                          "filters": {"type": "object", "additionalProperties": {},
+                                                      "description": "Field filters"},
+                                          "limit": {"type": "number", "description": "Result limit"},
+                                          "tags": {"type": "array", "items": {"type": "string"},
+                                                   "description": "Tags to match"}},
                                           "required": ["query"]}}},
 ]
 WEATHER = ("get_weather", {"city": "Paris", "days": 3, "metric": True}, "callA0001")

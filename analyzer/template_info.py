@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from functools import lru_cache
 
 from jinja2 import nodes
@@ -51,28 +52,58 @@ def _subject(node: nodes.Node) -> str | None:
     return node.name if isinstance(node, nodes.Name) else None
 
 
-def _read_names(ast: nodes.Template) -> frozenset[str]:
+def _walk(ast: nodes.Node) -> dict[type, list[nodes.Node]]:
+    """Every node below ``ast`` by exact type, in ``find_all`` order (pre-order), in one pass.
+
+    ``find_all`` walks the whole tree once per call; the analysis needs nine kinds of node, and
+    on large templates those walks were a tenth of the analysis time."""
+    found: dict[type, list[nodes.Node]] = {}
+    Node = nodes.Node
+
+    def visit(node: nodes.Node) -> None:
+        for field in node.fields:
+            value = getattr(node, field, None)
+            if isinstance(value, Node):
+                found.setdefault(type(value), []).append(value)
+                visit(value)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, Node):
+                        found.setdefault(type(item), []).append(item)
+                        visit(item)
+
+    visit(ast)
+    return found
+
+
+def _all(found: dict[type, list[nodes.Node]], kind: type) -> list[Any]:
+    """The nodes of ``kind`` in tree order (the node kinds asked for have no subclasses)."""
+    return found.get(kind, [])
+
+
+def _read_names(ast: nodes.Template, found: dict[type, list[nodes.Node]] | None = None) -> frozenset[str]:
     """Names the template reads from its caller (a cheap stand-in for
     ``jinja2.meta.find_undeclared_variables``, which runs a whole code-generation pass).
 
     A name the template also sets is still an input when it is given a default
     (``x | default(..)``, ``x is defined``, ``set x = x ...``): that is how templates declare
     optional switches."""
+    found = _walk(ast) if found is None else found
     loaded, stored = set(), set()
-    for n in ast.find_all(nodes.Name):
+    for n in _all(found, nodes.Name):
         (stored if n.ctx in ("store", "param") else loaded).add(n.name)
-    for m in ast.find_all(nodes.Macro):
+    for m in _all(found, nodes.Macro):
         stored.add(m.name)
     defaulted = set()
-    for t in ast.find_all(nodes.Test):
+    for t in _all(found, nodes.Test):
         if t.name in ("defined", "undefined", "none") and _subject(t.node):
             defaulted.add(_subject(t.node))
-    for f in ast.find_all(nodes.Filter):
+    for f in _all(found, nodes.Filter):
         if f.name in ("default", "d") and _subject(f.node):
             defaulted.add(_subject(f.node))
-    for a in ast.find_all(nodes.Assign):
+    for a in _all(found, nodes.Assign):
         if isinstance(a.target, nodes.Name):
-            if any(n.name == a.target.name for n in a.node.find_all(nodes.Name)):
+            if any(n.name == a.target.name for n in _all(_walk(a.node), nodes.Name)):
                 defaulted.add(a.target.name)
     return frozenset((loaded - stored) | (defaulted & loaded))
 
@@ -81,7 +112,8 @@ def _read_names(ast: nodes.Template) -> frozenset[str]:
 def template_info(source: str) -> TemplateInfo:
     """Undeclared variables, compared constants and literal strings of ``source``."""
     ast = parse_template(source)
-    variables = _read_names(ast) - set(_ENVIRONMENTS["immutable"].globals)
+    found = _walk(ast)
+    variables = _read_names(ast, found) - set(_ENVIRONMENTS["immutable"].globals)
     compared: dict[str, list[str]] = {}
 
     def note(var: str, values: list[str]) -> None:
@@ -90,23 +122,23 @@ def template_info(source: str) -> TemplateInfo:
             if v not in bucket:
                 bucket.append(v)
 
-    for cmp in ast.find_all(nodes.Compare):
+    for cmp in _all(found, nodes.Compare):
         operands = [cmp.expr] + [op.expr for op in cmp.ops]
         names = [n for n in (_subject(o) for o in operands) if n]
         values = [v for o in operands for v in _consts(o)]
         for name in names:
             note(name, values)
-    for flt in ast.find_all(nodes.Filter):  # x | default("high")
+    for flt in _all(found, nodes.Filter):  # x | default("high")
         if flt.name in ("default", "d") and _subject(flt.node):
             note(_subject(flt.node), [v for a in flt.args for v in _consts(a)])
-    for cond in ast.find_all(nodes.CondExpr):  # x if x is defined else "high"
+    for cond in _all(found, nodes.CondExpr):  # x if x is defined else "high"
         if isinstance(cond.test, nodes.Test) and isinstance(cond.test.node, nodes.Name):
             note(cond.test.node.name, _consts(cond.expr2) if cond.expr2 is not None else [])
     literals: list[str] = []
-    for const in ast.find_all(nodes.Const):
+    for const in _all(found, nodes.Const):
         if isinstance(const.value, str) and const.value:
             literals.append(const.value)
-    for data in ast.find_all(nodes.TemplateData):
+    for data in _all(found, nodes.TemplateData):
         if data.data:
             literals.append(data.data)
     return TemplateInfo(variables=variables,

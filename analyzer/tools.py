@@ -64,8 +64,13 @@ _SCHEMA_TYPES = {P.ARG_S: "string", P.ARG_T: "string", K_INT: "integer", K_NUM: 
                  K_NULL: "string", K_ARR: "array", K_OBJ: "object", "big_key": "integer"}
 
 
+# Spelled out though JSON Schema reads them so when absent: some templates print a type for every
+# parameter and look these up unguarded (`json_spec.items`), failing on schemas without them.
+_OPEN_SCHEMA = {"array": {"items": {}}, "object": {"additionalProperties": {}}}
+
+
 def _make_probe_tools() -> list[dict[str, Any]]:
-    props = {k: {"type": t, "description": f"probe {t}"} for k, t in _SCHEMA_TYPES.items()}
+    props = {k: {"type": t, "description": f"probe {t}", **_OPEN_SCHEMA.get(t, {})} for k, t in _SCHEMA_TYPES.items()}
     return [P.tool_schema(n, props, required=[P.ARG_S]) for n in (P.FN_A, P.FN_B, P.FN_C)]
 
 
@@ -143,8 +148,11 @@ class _Ctx:
                     default=len(out))
         start, header = assistant_region(out, plain, gen, anchor=P.USER, limit=first)
         block = out[start + header:]
-        for tail in sorted((t for t in (self.final_suffix, self.eot) if t), key=len, reverse=True):
-            if block.endswith(tail):  # what ends the last message (an EOS, the turn's end)
+        # what ends the last message: the final suffix, else (a turn the template leaves without
+        # its closer) the final suffix's part after the closer, else the closer
+        after_turn = self.final_suffix[len(self.eot):] if self.eot and self.final_suffix.startswith(self.eot) else ""
+        for tail in sorted((t for t in (self.final_suffix, after_turn, self.eot) if t), key=len, reverse=True):
+            if block.endswith(tail):
                 block = block[:-len(tail)]
                 break
         block = _strip_empty_reasoning(block, self.reasoning)

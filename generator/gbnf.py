@@ -250,9 +250,9 @@ class ValueEmitter:
         keys = sorted(props) if f.sort_keys else list(props)
         kv = _sep_rule(f.kv_sep)
         items = [(k, f"{self.key(k)} {WS} {kv} {self.value(props[k], f'{name}-{k}')}", k in required) for k in keys]
-        chain = chain_rule(self.g, f"{name}-props", items, f"{WS} {_sep_rule(f.item_sep)}")
-        inner = chain if chain else ""
-        return self.g.add(f"{name}-object", f"{literal(f.obj_open)} {WS} {inner} {WS} {literal(f.obj_close)}")
+        chain = chain_rule(self.g, f"{name}-props", items, f"{WS} {_sep_rule(f.item_sep)}",
+                           end=f"{WS} {literal(f.obj_close)}")
+        return self.g.add(f"{name}-object", f"{literal(f.obj_open)} {WS} {chain}")
 
     def any_value(self) -> str:
         g = self.g
@@ -281,47 +281,73 @@ class ValueEmitter:
                                                        f"{WS} {literal(f.obj_close)}")
 
 
-def chain_rule(g: Grammar, name: str, items: Sequence[tuple[str, str, bool]], sep: str) -> str:
+def chain_rule(g: Grammar, name: str, items: Sequence[tuple[str, str | Sequence[str], bool]], sep: str, end: str = "",
+               allow_none: bool = True) -> str:
     """Properties in order: required ones always, optional ones maybe; ``sep`` between the ones
-    present. Returns a rule that may match nothing only when every item is optional (then the
-    caller wraps it in ``( ... )?``... it is returned already optional)."""
+    present; then ``end`` (what closes them: the object's brace, the call's closing tag).
+
+    ``end`` belongs inside: every rule then ends with it, so none ends in an optional part.
+    llguidance turns a rule of terminals into one greedy lexeme, and a lexeme that may go on
+    (``, "tags": ...``) swallows the start of what follows it (``,`` or a newline before a
+    closing tag) and fails later. Without ``end``, a rule that may match nothing only when every
+    item is optional is returned already optional (``( ... )?``). ``allow_none=False``: at least
+    one item even when all are optional."""
     n = len(items)
     cache: dict[tuple[int, bool], str | None] = {}
+    # items given as token lists share their leading tokens (a tag opener before the key):
+    # written once before the choice of item, for the same reason as the separator
+    toks = [list(kv) if not isinstance(kv, str) else [kv] for _, kv, _ in items]
+    head: list[str] = []
+    while n > 1 and all(len(t) > len(head) + 1 for t in toks) and len({t[len(head)] for t in toks}) == 1:
+        head.append(toks[0][len(head)])
+    tails = [" ".join(t[len(head):]) for t in toks]
 
     def nonempty(i: int, has_prev: bool) -> str | None:
-        """Rule for a non-empty run of items starting at or after ``i``."""
+        """Rule for a non-empty run of items starting at or after ``i`` (then ``end``)."""
         if i >= n:
             return None
         key = (i, has_prev)
         if key in cache:
             return cache[key]
-        _, kv, req = items[i]
-        rest = after(i + 1)
-        lead = f"{sep} " if has_prev and sep else ""
-        alts = [f"{lead}{kv}" + (f" {rest}" if rest else "")]
-        if not req:
-            skip = nonempty(i + 1, has_prev)
-            if skip:
-                alts.append(skip)
-        rule = g.add(f"{name}-{i}{'p' if has_prev else ''}", " | ".join(alts))
+        if has_prev and sep:
+            # the separator once, before the choice of the next item (not at the head of each)
+            rule = g.add(f"{name}-{i}p", f"{sep} {nonempty(i, False)}")
+        elif head:
+            rule = g.add(f"{name}-{i}{'p' if has_prev else ''}", " ".join(head + [choice(i)]))
+        else:
+            rule = choice(i, f"{name}-{i}{'p' if has_prev else ''}")
         cache[key] = rule
         return rule
+
+    def choice(i: int, rule_name: str = "") -> str:
+        """Item ``i`` (without the shared head) and what follows it, or, when optional, a later one."""
+        rule_name = rule_name or f"{name}-{i}c"
+        if rule_name in cache_choice:
+            return cache_choice[rule_name]
+        rest = after(i + 1)
+        alts = [tails[i] + (f" {rest}" if rest else "")]
+        if not items[i][2] and i + 1 < n:
+            alts.append(choice(i + 1))
+        rule = cache_choice[rule_name] = g.add(rule_name, " | ".join(alts))
+        return rule
+
+    cache_choice: dict[str, str] = {}
 
     def after(i: int) -> str | None:
         """What follows a present item: the rest, which may be empty unless something required."""
         rule = nonempty(i, True)
         if rule is None:
-            return None
+            return end or None
         if any(req for _, _, req in items[i:]):
             return rule
-        return f"( {rule} )?"
+        return g.add(f"{name}-{i}e", f"{rule} | {end}") if end else f"( {rule} )?"
 
     first = nonempty(0, False)
     if first is None:
-        return ""
-    if any(req for _, _, req in items):
+        return end
+    if any(req for _, _, req in items) or not allow_none:
         return first
-    return f"( {first} )?"
+    return g.add(f"{name}-or-none", f"{first} | {end}") if end else f"( {first} )?"
 
 
 # --------------------------------------------------------------------------- calls
@@ -334,7 +360,8 @@ def _tool_list(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]
     return out
 
 
-def _tagged_args(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any], prefix: str) -> str:
+def _tagged_args(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any], prefix: str, end: str = "") -> str:
+    """The arguments of one call as tagged parts, then ``end`` (see :func:`chain_rule`)."""
     params = tool["parameters"]
     props = dict(params.get("properties") or {})
     required = set(params.get("required") or [])
@@ -361,14 +388,15 @@ def _tagged_args(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any], prefix
             elif p.kind == "value":
                 seq.append(_tagged_value(g, ts, fmt, schema, jt, parts, i, f"{prefix}-{k}"))
                 after_free = True
-        items.append((k, " ".join(x for x in seq if x != '""'), k in required))
+        items.append((k, [x for x in seq if x != '""'], k in required))
+    empty = " ".join(x for x in (literal(ts.args_empty) if ts.args_empty else "", end) if x and x != '""')
     if not items:
-        return literal(ts.args_empty) if ts.args_empty else ""
+        return empty
     sep = literal(ts.arg_separator) if ts.arg_separator else ""
-    chain = chain_rule(g, f"{prefix}-args", items, sep)
     if ts.args_empty and not any(r for _, _, r in items):
-        return g.add(f"{prefix}-args-or-empty", f"{literal(ts.args_empty)} | {chain.strip('()? ')}")
-    return chain
+        some = chain_rule(g, f"{prefix}-args", items, sep, end=end, allow_none=False)
+        return g.add(f"{prefix}-args-or-empty", f"{empty} | {some}")
+    return chain_rule(g, f"{prefix}-args", items, sep, end=end)
 
 
 def _closer_after(parts: Sequence[Part], i: int) -> str:
@@ -404,7 +432,10 @@ def _call_items(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any]) -> list
     from .build import channel_parts
     channel = channel_parts(ts)
     name_at = next((i for i, p in enumerate(ts.call_parts) if p.kind == "name"), -1)
+    skip: set[int] = set()
     for i, p in enumerate(ts.call_parts):
+        if i in skip:
+            continue
         if p.kind == "lit" and channel is not None and i == name_at + 1:
             # header attributes in any order after the name, up to the header's end marker
             soup = g.not_containing(channel[2], f"{prefix}-header")
@@ -424,7 +455,12 @@ def _call_items(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any]) -> list
             seq.append(g.add("call-index", "[0-9]+"))
         elif p.kind == "args":
             if ts.args_mode == "tagged":
-                seq.append(_tagged_args(g, ts, tool, prefix))
+                nxt = ts.call_parts[i + 1] if i + 1 < len(ts.call_parts) else None
+                if nxt is not None and nxt.kind == "lit" and not (channel is not None and i + 1 == name_at + 1):
+                    seq.append(_tagged_args(g, ts, tool, prefix, end=literal(nxt.text)))
+                    skip.add(i + 1)  # written as the arguments' end (see chain_rule)
+                else:
+                    seq.append(_tagged_args(g, ts, tool, prefix))
             else:
                 emitter = ValueEmitter(g, ts.args_format, prefix)
                 schema = dict(tool["parameters"]) or {"type": "object"}

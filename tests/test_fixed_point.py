@@ -28,6 +28,12 @@ KNOWN: dict[str, dict[str, str]] = {
         "the template appends the chatbot header and an empty thinking block after every conversation, "
         "ignoring add_generation_prompt; the analysis finds no generation prompt and reads the whole "
         "output as forced-open reasoning (our limitation)"),
+    "extra/microsoft-OptiMind-SFT.jinja": {
+        "content+tool_calls": "with thinking off the template writes content before a call on the analysis "
+                              "channel (`<|channel|>analysis<|message|>...<|end|>`), which the parser built "
+                              "for that setting does not expect; the whole output is read as reasoning. "
+                              "Seen once the probe tools carried parameter descriptions, which this "
+                              "template prints unguarded (before, the scenario rendered nothing)"},
     "llama.cpp/MiniMax-M3.jinja": {
         "tricky_arguments": "nested object and array values are written as nested tagged units; the "
                             "analysis reads one level of units (our limitation)"},

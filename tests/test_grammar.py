@@ -154,6 +154,30 @@ def test_grammar_follows_schema_details():
     assert not checker.accepts(call('{"when": "today", "seats": 2, "note": 3}'))        # anyOf
 
 
+def test_optional_properties_every_subset():
+    """Optional properties in any present subset. Regression: when the properties after an
+    optional one were all plain terminals, llguidance lexed them as one greedy lexeme that
+    swallowed the separator and refused the next key."""
+    import itertools
+    from analyzer import analyze_template
+    props = {"q": {"type": "string"}, "filters": {"type": "object", "additionalProperties": {}},
+             "limit": {"type": "number"}, "tags": {"type": "array", "items": {"type": "string"}}}
+    values = {"filters": '{"a": [1]}', "limit": "2.5", "tags": '["x", "y"]'}
+    tools = [{"type": "function", "function": {"name": "find", "parameters": {
+        "type": "object", "properties": props, "required": ["q"]}}}]
+    checker = LLGuidanceChecker(generate_parser(analyze_template("templates/chatml-think.jinja"),
+                                                tools=tools).grammar)
+    optional = list(values)
+    for n in range(len(optional) + 1):
+        for subset in itertools.combinations(optional, n):
+            args = ", ".join(['"q": "z"'] + [f'"{k}": {values[k]}' for k in subset])
+            text = '<tool_call>\n{"name": "find", "arguments": {' + args + '}}\n</tool_call>'
+            assert checker.accepts(text), subset
+            if subset:  # out of order is refused (the template writes keys in schema order)
+                shuffled = ", ".join([f'"{k}": {values[k]}' for k in subset] + ['"q": "z"'])
+                assert not checker.accepts(text.replace(args, shuffled)), subset
+
+
 def test_deepcopy_of_tools_is_not_needed():
     """The generator does not change the tools it is given."""
     from analyzer import analyze_template
