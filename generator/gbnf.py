@@ -309,29 +309,21 @@ def chain_rule(g: Grammar, name: str, items: Sequence[tuple[str, str | Sequence[
         key = (i, has_prev)
         if key in cache:
             return cache[key]
-        if has_prev and sep:
+        if has_prev:
             # the separator once, before the choice of the next item (not at the head of each)
-            rule = g.add(f"{name}-{i}p", f"{sep} {nonempty(i, False)}")
-        elif head:
-            rule = g.add(f"{name}-{i}{'p' if has_prev else ''}", " ".join(head + [choice(i)]))
+            rule = g.add(f"{name}-{i}p", f"{sep} {nonempty(i, False)}") if sep else nonempty(i, False)
         else:
-            rule = choice(i, f"{name}-{i}{'p' if has_prev else ''}")
+            rule = g.add(f"{name}-{i}", " ".join(head + [choice(i)])) if head else choice(i)
         cache[key] = rule
         return rule
 
-    def choice(i: int, rule_name: str = "") -> str:
+    def choice(i: int) -> str:
         """Item ``i`` (without the shared head) and what follows it, or, when optional, a later one."""
-        rule_name = rule_name or f"{name}-{i}c"
-        if rule_name in cache_choice:
-            return cache_choice[rule_name]
         rest = after(i + 1)
         alts = [tails[i] + (f" {rest}" if rest else "")]
         if not items[i][2] and i + 1 < n:
             alts.append(choice(i + 1))
-        rule = cache_choice[rule_name] = g.add(rule_name, " | ".join(alts))
-        return rule
-
-    cache_choice: dict[str, str] = {}
+        return g.add(f"{name}-{i}c", " | ".join(alts))
 
     def after(i: int) -> str | None:
         """What follows a present item: the rest, which may be empty unless something required."""
@@ -456,11 +448,11 @@ def _call_items(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any]) -> list
         elif p.kind == "args":
             if ts.args_mode == "tagged":
                 nxt = ts.call_parts[i + 1] if i + 1 < len(ts.call_parts) else None
+                end = ""
                 if nxt is not None and nxt.kind == "lit" and not (channel is not None and i + 1 == name_at + 1):
-                    seq.append(_tagged_args(g, ts, tool, prefix, end=literal(nxt.text)))
+                    end = literal(nxt.text)
                     skip.add(i + 1)  # written as the arguments' end (see chain_rule)
-                else:
-                    seq.append(_tagged_args(g, ts, tool, prefix))
+                seq.append(_tagged_args(g, ts, tool, prefix, end=end))
             else:
                 emitter = ValueEmitter(g, ts.args_format, prefix)
                 schema = dict(tool["parameters"]) or {"type": "object"}
