@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from json.decoder import scanstring
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -30,8 +31,8 @@ from analyzer.markers import is_marker, tokenize
 from analyzer.structures import (ContentMode, FunctionFormat, Part, ReasoningMode, TemplateAnalysis,
                                  ToolCallStructure, ValueFormat)
 
-from .peg import (DECODER, FAIL, SLOW, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, NEED, Opt, Parser, Repeat, Run, Seq,
-                  Session, Until, guards_of, run_all)
+from .peg import (FAIL, SCAN, SLOW, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, NEED, Opt, Parser, Repeat, Run, Seq,
+                  Session, Until, guards_of, mark, rollback, run_all)
 from .values import LiteralValue, to_json_text, typed_json, unwrap_cdata
 
 
@@ -71,11 +72,19 @@ class Segments(Parser):
 
     def run(self, inp: Input, pos: int) -> Run:
         default = self._text(self.stops)
+        whole = Choice(self.alternatives, default)  # with all the input at hand: no coroutines
         while True:
             while inp.end <= pos and not inp.eof:
                 yield NEED
             if pos >= inp.end and inp.eof:
                 return pos
+            if inp.eof:
+                m = mark(inp)
+                end = whole.fast(inp, pos)
+                if end > pos:
+                    pos = end
+                    continue
+                rollback(inp, m)  # a broken segment (or none): reported the coroutine way
             start = pos
             n_events = inp.n_events
             chunks_before = inp.chunks
@@ -132,6 +141,11 @@ class AtEnd(Parser):
             return inp.fail(pos, "more text follows")
         return pos
 
+    def fast(self, inp: Input, pos: int) -> int:
+        if inp.end > pos:
+            return inp.fail(pos, "more text follows")
+        return pos if inp.eof else SLOW
+
     def nullable(self) -> bool:
         return True
 
@@ -154,6 +168,11 @@ class Recover(Parser):
         inp.events.append(("error", inp.error_pos, f"{inp.error} (kept as raw text)"))
         inp.recovered = True
         return (yield from Until(self.fallback_stops).run(inp, resume))
+
+    def fast(self, inp: Input, pos: int) -> int:
+        m = mark(inp)
+        end = self.main.fast(inp, pos)
+        return end if end >= 0 else rollback(inp, m)
 
     def first(self) -> tuple[str, ...] | None:
         return self.main.first()
@@ -188,6 +207,7 @@ class Closer(Parser):
 
     def run(self, inp: Input, pos: int) -> Run:
         while self._undecided(inp, pos):
+            inp.wake = inp.end + len(self.marker.core) - len(inp.get(pos, inp.end).lstrip())
             yield NEED
         if self._cut_off(inp, pos):
             inp.events.append(("error", pos, f"output ends before {self.marker.core!r}"))
@@ -208,6 +228,10 @@ class JsonCall(Parser):
         self.name_field, self.args_field, self.id_field = name_field, args_field, id_field
         self.name_as_key = name_as_key
         self.stops = list(stops) or [Marker("}")]
+        self._name = Capture("tool_name", JsonString())
+        self._id = Capture("tool_id", JsonString())
+        self._args = Capture("tool_args", Recover(JsonValue(), self.stops))
+        self._skip_value = JsonValue(tag="")
 
     def first(self) -> tuple[str, ...]:
         return ("{",)
@@ -226,26 +250,23 @@ class JsonCall(Parser):
 
     def _fast_object(self, inp: Input, i: int, events: list[tuple], named: list[bool]) -> int | None:
         text = inp.text
-        i = _skip_ws(text, i)
-        if not text.startswith("{", i):
+        m = _OPEN.match(text, i)
+        if m is None:
             return None
-        i = _skip_ws(text, i + 1)
+        i = m.end()
         if text.startswith("}", i):
             return i + 1
         while True:
             if not text.startswith('"', i):
                 return None
             try:
-                key, i = DECODER.raw_decode(text, i)
-            except ValueError:
-                return None
-            i = _skip_ws(text, i)
-            if not text.startswith(":", i):
-                return None
-            i = _skip_ws(text, i + 1)
-            try:
-                value, j = DECODER.raw_decode(text, i)
-            except ValueError:
+                key, i = scanstring(text, i + 1)
+                m = _COLON.match(text, i)
+                if m is None:
+                    return None
+                i = m.end()
+                value, j = SCAN(text, i)
+            except (StopIteration, ValueError):
                 return None
             if j >= len(text) and not inp.eof:
                 return None  # a number may go on
@@ -256,7 +277,8 @@ class JsonCall(Parser):
             elif self.name_as_key:
                 named[0] = True
                 events += [("open", "tool_name"), ("chunk", "tool_name", key), ("close", "tool_name"),
-                           ("open", "tool_args"), ("chunk", "tool_args", text[i:j]), ("close", "tool_args")]
+                           ("open", "tool_args"), ("chunk", "tool_args", text[i:j]), ("close", "tool_args"),
+                           _JSON_OK]
             elif key == self.name_field and named[0]:
                 events.append(("error", i + inp.base, f"repeated key {key!r} in the call object (ignored)"))
             elif key == self.name_field or (key == self.id_field and self.id_field):
@@ -268,16 +290,17 @@ class JsonCall(Parser):
                     events.append(("chunk", tag, value))
                 events.append(("close", tag))
             elif key == self.args_field:
-                events += [("open", "tool_args"), ("chunk", "tool_args", text[i:j]), ("close", "tool_args")]
+                events += [("open", "tool_args"), ("chunk", "tool_args", text[i:j]), ("close", "tool_args"),
+                           _JSON_OK]
             elif isinstance(value, dict) and not named[0]:
                 if self._fast_object(inp, i, events, named) is None:  # a wrapper ({"function": {...}})
                     return None
-            i = _skip_ws(text, j)
-            if text.startswith("}", i):
-                return i + 1
-            if not text.startswith(",", i):
+            m = _NEXT.match(text, j)
+            if m is None:
                 return None
-            i = _skip_ws(text, i + 1)
+            if m.group(1) == "}":
+                return m.end(1)
+            i = m.end()
 
     def run(self, inp: Input, pos: int) -> Run:
         end = yield from self._object(inp, pos, [False])
@@ -286,71 +309,75 @@ class JsonCall(Parser):
 
     def _object(self, inp: Input, pos: int, named: list[bool]) -> Run:
         """The object's fields; a field this call does not name, holding an object, is read the
-        same way while no name was found (``{"type": "function", "function": {"name": ...}}``)."""
-        ws = " \t\r\n"
+        same way while no name was found (``{"type": "function", "function": {"name": ...}}``).
+        What the buffer already holds is read directly; the rest waits for input."""
 
         def skip(p: int) -> Run:
             while True:
-                while p < inp.end and inp.text[p - inp.base] in ws:
-                    p += 1
+                p = _skip_now(inp, p)
                 if p < inp.end or inp.eof:
                     return p
                 yield NEED
 
+        def at(p: int) -> str:
+            return inp.text[p - inp.base] if p < inp.end else ""
+
         pos = yield from skip(pos)
-        pos = yield from Lit("{").run(inp, pos)
-        if pos == FAIL:
-            return FAIL
+        if at(pos) != "{":
+            return inp.fail(pos, "expected '{'")
+        pos += 1
         first = True
         while True:
             pos = yield from skip(pos)
-            pos_close = yield from _peek(inp, pos, "}")
-            if pos_close:
+            if at(pos) == "}":
                 return pos + 1
             if not first:
-                pos = yield from Lit(",").run(inp, pos)
+                if at(pos) != ",":
+                    return inp.fail(pos, "expected ','")
+                pos = yield from skip(pos + 1)
+            first = False
+            now = _key_now(inp, pos)
+            if now is not None:
+                key, pos = now
+            else:
+                key_start = inp.pin(pos)
+                try:
+                    pos = yield from self._skip_value.run(inp, pos)  # the key (a JSON string), untagged
+                finally:
+                    inp.unpin(key_start)
                 if pos == FAIL:
                     return FAIL
+                try:
+                    key = json.loads(inp.get(key_start, pos))
+                except ValueError:
+                    return inp.fail(key_start, "invalid JSON key")
                 pos = yield from skip(pos)
-            first = False
-            key_start = inp.pin(pos)
-            try:
-                pos = yield from JsonValue(tag="").run(inp, pos)  # the key (a JSON string), untagged
-            finally:
-                inp.unpin(key_start)
-            if pos == FAIL:
-                return FAIL
-            try:
-                key = json.loads(inp.get(key_start, pos))
-            except ValueError:
-                return inp.fail(key_start, "invalid JSON key")
-            pos = yield from skip(pos)
-            pos = yield from Lit(":").run(inp, pos)
-            if pos == FAIL:
-                return FAIL
-            pos = yield from skip(pos)
+                if at(pos) != ":":
+                    return inp.fail(pos, "expected ':'")
+                pos = yield from skip(pos + 1)
             inp.recovered = False
+            value: Parser | None = self._skip_value
             if self.name_as_key and named[0]:
                 inp.events.append(("error", pos, f"extra key {key!r} in the call object (ignored)"))
-                pos = yield from JsonValue(tag="").run(inp, pos)
             elif self.name_as_key:
                 named[0] = True
                 inp.events += [("open", "tool_name"), ("chunk", "tool_name", key), ("close", "tool_name")]
-                pos = yield from Capture("tool_args", Recover(JsonValue(), self.stops)).run(inp, pos)
+                value = self._args
             elif key == self.name_field and named[0]:
                 inp.events.append(("error", pos, f"repeated key {key!r} in the call object (ignored)"))
-                pos = yield from JsonValue(tag="").run(inp, pos)
             elif key == self.name_field:
                 named[0] = True
-                pos = yield from Capture("tool_name", JsonString()).run(inp, pos)
+                value = self._name
             elif key == self.args_field:
-                pos = yield from Capture("tool_args", Recover(JsonValue(), self.stops)).run(inp, pos)
+                value = self._args
             elif key == self.id_field and self.id_field:
-                pos = yield from Capture("tool_id", JsonString()).run(inp, pos)
-            elif not named[0] and (yield from _peek(inp, pos, "{")):
+                value = self._id
+            elif not named[0] and at(pos) == "{":
+                value = None
                 pos = yield from self._object(inp, pos, named)
-            else:
-                pos = yield from JsonValue(tag="").run(inp, pos)
+            if value is not None:
+                r = value.fast(inp, pos)
+                pos = (yield from value.run(inp, pos)) if r == SLOW else r
             if pos == FAIL:
                 return FAIL
             if inp.recovered:  # the object is broken: the call ends where its raw arguments end
@@ -360,7 +387,35 @@ class JsonCall(Parser):
                 return pos
 
 
+def _key_now(inp: Input, pos: int) -> tuple[str, int] | None:
+    """A key and its colon already in the buffer: (key, position after the colon and spaces)."""
+    text, i = inp.text, pos - inp.base
+    if not text.startswith('"', i) or text.find('"', i + 1) < 0:
+        return None
+    try:
+        key, j = scanstring(text, i + 1)
+    except ValueError:
+        return None
+    m = _COLON.match(text, j)
+    if m is None or m.end() >= len(text) and not inp.eof:
+        return None
+    return key, m.end() + inp.base
+
+
+def _skip_now(inp: Input, pos: int) -> int:
+    """Past the whitespace the buffer holds at ``pos``."""
+    i = pos - inp.base
+    text = inp.text
+    if i < len(text) and text[i] in " \t\r\n":
+        i = _WS.match(text, i).end()
+    return i + inp.base
+
+
 _WS = re.compile(r"[ \t\r\n]*")
+_JSON_OK = ("json_ok",)  # the arguments just closed were decoded whole: valid JSON
+_OPEN = re.compile(r"[ \t\r\n]*\{[ \t\r\n]*")
+_COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")
+_NEXT = re.compile(r"[ \t\r\n]*([,}])[ \t\r\n]*")
 
 
 def _skip_ws(text: str, i: int) -> int:
@@ -377,6 +432,17 @@ def _peek(inp: Input, pos: int, s: str) -> Run:
 
 class JsonString(Parser):
     """A JSON string value; its decoded text is the region's text (a bare value is taken as is)."""
+
+    def fast(self, inp: Input, pos: int) -> int:
+        text, i = inp.text, pos - inp.base
+        if not text.startswith('"', i) or text.find('"', i + 1) < 0:
+            return SLOW
+        try:
+            value, end = scanstring(text, i + 1)
+        except ValueError:
+            return SLOW
+        inp.emit(inp.tag(None), value, end + inp.base)
+        return end + inp.base
 
     def run(self, inp: Input, pos: int) -> Run:
         start = inp.pin(pos)
@@ -800,23 +866,29 @@ def _separator_ws(ts: ToolCallStructure) -> str:
 FIELD = {"reasoning": "reasoning_content", "content": "content"}
 
 
-@dataclass
 class _Call:
-    index: int
-    name: str = ""
-    id: str | None = None
-    args: list[str] = field(default_factory=list)
-    announced: bool = False
-    pending: list[str] = field(default_factory=list)  # argument deltas before the name is known
-    # tagged arguments
-    n_args: int = 0
-    key: str = ""
-    value_parts: list[str] = field(default_factory=list)
-    value_streaming: bool = False
-    arg_type: str = ""
-    literal: list[str] = field(default_factory=list)
-    args_literal: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    """One call being assembled (a plain slotted class: one is made per call, in the hot path)."""
+
+    __slots__ = ("index", "name", "id", "args", "announced", "pending", "json_ok", "n_args", "key",
+                 "value_parts", "value_streaming", "arg_type", "literal", "args_literal", "errors")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.name = ""
+        self.id: str | None = None
+        self.args: list[str] = []
+        self.announced = False
+        self.pending: list[str] = []  # argument deltas before the name is known
+        self.json_ok = False  # the arguments were read by the JSON decoder whole (no need to check)
+        # tagged arguments
+        self.n_args = 0
+        self.key = ""
+        self.value_parts: list[str] = []
+        self.value_streaming = False
+        self.arg_type = ""
+        self.literal: list[str] = []
+        self.args_literal: list[str] = []
+        self.errors: list[str] = []
 
 
 class TextBuffer:
@@ -860,6 +932,10 @@ class Assembler:
         # the id comes between the name and the arguments: a call is announced with it
         self._id_follows_name = "name" in kinds and "id" in kinds and \
             kinds.index("name") < kinds.index("id") < (kinds.index("args") if "args" in kinds else len(kinds))
+        # a call is announced once its name is read, unless an id may still come (a JSON object
+        # may write it after the arguments)
+        self._id_may_follow = self._id_follows_name or (ts.function_format == FunctionFormat.JSON_OBJECT
+                                                        and bool(ts.id_field))
 
     # ---- output events
     def _region(self, kind: str, fld: str, **extra: Any) -> dict[str, Any]:
@@ -868,12 +944,15 @@ class Assembler:
     def handle(self, events: Iterable[tuple], out: list[dict[str, Any]]) -> None:
         for ev in events:
             kind = ev[0]
-            if kind == "open":
-                self._open(ev[1], out)
-            elif kind == "chunk":
+            if kind == "chunk":
                 self._chunk(ev[1], ev[2], out)
+            elif kind == "open":
+                self._open(ev[1], out)
             elif kind == "close":
                 self._close(ev[1], out)
+            elif kind == "json_ok":
+                if self.current is not None:
+                    self.current.json_ok = True
             elif kind == "abort":
                 _, start, pos, msg = ev
                 self.errors.append({"position": pos, "message": msg, "segment_start": start})
@@ -1006,8 +1085,7 @@ class Assembler:
             call.name = "".join(self._name).strip()
             if self.tools and call.name and call.name not in self.tools:
                 self.warnings.append(f"call to unknown tool {call.name!r}")
-            if call.args or call.id is not None or (self.ts.function_format != FunctionFormat.JSON_OBJECT
-                                                    and not self._id_follows_name):
+            if call.args or call.id is not None or not self._id_may_follow:
                 self._announce(call, out)
         elif tag == "tool_id":
             call.id = "".join(self._id) or None
@@ -1072,9 +1150,11 @@ class Assembler:
             elif not call.args:
                 self._emit_args(call, "{}", out)
         args = "".join(call.args)
+        ok = call.json_ok and len(call.args) == 1
         call.args = [args]  # one string per finished call
         try:
-            json.loads(args)
+            if not ok:
+                json.loads(args)
         except ValueError:
             if not call.errors:
                 self.errors.append({"position": -1, "message": f"arguments of {call.name!r} are not valid JSON "
@@ -1134,24 +1214,36 @@ class MessageStream:
                  strict: bool = False) -> None:
         self._session = Session(grammar)
         self._asm = Assembler(ts, tools)
+        self._text = self._asm.text
         self._strict = strict
         self._done = False
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
         if self._done:
             raise RuntimeError("feed() after finish()")
-        inp, fast = self._session.inp, self._session.inp.fast
-        out: list[dict[str, Any]] = []
-        if fast is not None and fast.emitted == inp.end and fast.tag and chunk and not inp.pins and \
-                self._session.result is None and fast.stop.isdisjoint(chunk):
-            # the hot path: plain text of an open region (no parser resumes)
-            inp.feed(chunk)
-            fast.emitted = inp.keep_from = inp.chunk_pos = inp.end
-            inp.chunks += 1
-            inp.soft_pins.clear()
-            self._asm._chunk(fast.tag, chunk, out)
+        session = self._session
+        if not chunk:
+            return []
+        if session.result is not None:
+            session.inp.feed(chunk)
+            return []
+        tag = session.absorb(chunk)
+        if tag is None:
+            out: list[dict[str, Any]] = []
+            self._asm.handle(session.resume(), out)
             return out
-        self._asm.handle(self._session.feed(chunk), out)
+        if not tag:
+            return []
+        fld = FIELD.get(tag)
+        if fld is not None:  # the hot path: plain text of an open region
+            self._text[fld].write(chunk)
+            return [{"type": "region_chunk", "field": fld, "text": chunk, "dirty": False}]
+        call = self._asm.current
+        if tag == "tool_args" and call is not None and call.announced:  # argument text, as it comes
+            call.args.append(chunk)
+            return [{"type": "region_chunk", "field": "tool_calls", "index": call.index, "text": chunk, "dirty": False}]
+        out = []
+        self._asm._chunk(tag, chunk, out)
         return out
 
     def finish(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:

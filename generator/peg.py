@@ -47,7 +47,7 @@ class Input:
     """The text fed so far. Positions are absolute; the consumed head is dropped from memory."""
 
     __slots__ = ("text", "base", "end", "eof", "events", "fast", "error", "error_pos", "keep_from", "tags",
-                 "chunks", "chunk_pos", "recovered", "pins", "soft_pins", "drained")
+                 "chunks", "chunk_pos", "recovered", "pins", "soft_pins", "drained", "wake")
 
     def __init__(self) -> None:
         self.text = ""
@@ -66,6 +66,7 @@ class Input:
         self.pins: list[int] = []  # positions a parser will read back from (never trimmed)
         self.soft_pins: list[int] = []  # the same, until the next chunk is emitted
         self.drained = 0  # events handed out (and removed from ``events``) so far
+        self.wake = 0  # the waiting parser cannot decide before the input reaches this end
 
     def emit(self, tag: str | None, text: str, end: int) -> None:
         """A ``chunk`` event of ``tag`` (nothing for an empty tag or text)."""
@@ -140,15 +141,21 @@ class Input:
 
 
 class _Fast:
-    """A text region's shortcut: a chunk that contains none of ``stop`` characters is plain
-    text of the region, emitted without resuming the parser stack."""
+    """A waiting parser's shortcut for the driver: a chunk that contains none of ``stop``
+    characters is plain text of the region, emitted under ``tag`` without resuming the parser
+    stack. Subclasses that scan other chunks themselves set ``scan`` (see :class:`_JsonScan`);
+    their ``stop`` may be None (no chunk is plain)."""
 
     __slots__ = ("stop", "tag", "emitted")
+    scan = False  # ``step`` reads the chunks that are not plain
 
-    def __init__(self, stop: frozenset[str], tag: str | None, emitted: int) -> None:
+    def __init__(self, stop: frozenset[str] | None, tag: str | None, emitted: int) -> None:
         self.stop = stop
         self.tag = tag
         self.emitted = emitted
+
+    def step(self, inp: "Input") -> int | None:  # pragma: no cover - scanners only
+        raise NotImplementedError
 
 
 class Parser:
@@ -173,7 +180,26 @@ class Parser:
 
 def _wait_for(inp: Input, pos: int, n: int) -> Generator[None, None, None]:
     while inp.end - pos < n and not inp.eof:
+        inp.wake = pos + n
         yield NEED
+
+
+def wake_for(inp: Input, at: int, guards: Iterable[str]) -> int:
+    """The least input end at which one of ``guards`` still pending at ``at`` could match (a
+    waiting parser is not resumed before: it would only wait again)."""
+    avail = inp.get(at, inp.end)
+    return min((at + len(g) for g in guards if len(g) > len(avail) and g.startswith(avail)), default=0)
+
+
+def mark(inp: Input) -> tuple:
+    """What a composite ``fast()`` restores when it gives up (its parts emitted events)."""
+    return len(inp.events), inp.chunks, inp.chunk_pos, inp.error_pos, inp.error
+
+
+def rollback(inp: Input, m: tuple) -> int:
+    del inp.events[m[0]:]
+    inp.chunks, inp.chunk_pos, inp.error_pos, inp.error = m[1:]
+    return SLOW
 
 
 class Empty(Parser):
@@ -252,19 +278,26 @@ class Marker(Parser):
                 return pos + k
         return pos
 
+    def __post_init__(self) -> None:
+        # what may stand at the start, longest first; what may follow the core, longest first
+        self._leads = tuple(self.before[len(self.before) - k:] + self.core for k in range(len(self.before), -1, -1))
+        self._afters = tuple(self.after[:k] for k in range(len(self.after), 0, -1))
+        self._need = len(self.before) + len(self.core) + len(self.after)
+
     def fast(self, inp: Input, pos: int) -> int:
-        if inp.end - pos < len(self.before) + len(self.core) + len(self.after) and not inp.eof:
+        if inp.end - pos < self._need and not inp.eof:
             return SLOW
-        for k in range(len(self.before), -1, -1):
-            if inp.startswith(self.before[len(self.before) - k:] + self.core, pos):
-                pos += k + len(self.core)
+        text, i = inp.text, pos - inp.base
+        for lead in self._leads:
+            if text.startswith(lead, i):
+                i += len(lead)
                 break
         else:
             return inp.fail(pos, f"expected {self.core!r}")
-        for k in range(len(self.after), 0, -1):
-            if inp.startswith(self.after[:k], pos):
-                return pos + k
-        return pos
+        for a in self._afters:
+            if text.startswith(a, i):
+                return i + len(a) + inp.base
+        return i + inp.base
 
     def first(self) -> tuple[str, ...]:
         return tuple(self.before[len(self.before) - k:] + self.core for k in range(len(self.before) + 1))
@@ -286,6 +319,18 @@ class Seq(Parser):
             pos = (yield from p.run(inp, pos)) if r == SLOW else r
             if pos == FAIL:
                 return FAIL
+        return pos
+
+    def fast(self, inp: Input, pos: int) -> int:
+        """With the whole input at hand, the items in a row; anything but success is left to
+        ``run()`` (failures are reported there)."""
+        if not inp.eof:
+            return SLOW
+        m = mark(inp)
+        for p in self.items:
+            pos = p.fast(inp, pos)
+            if pos < 0:
+                return rollback(inp, m)
         return pos
 
     def first(self) -> tuple[str, ...] | None:
@@ -336,6 +381,7 @@ class Choice(Parser):
                 if hit is not None and (best is None or len(hit) > best[0]):
                     best = (len(hit), p)
             if pending and not inp.eof:
+                inp.wake = wake_for(inp, pos, (g for gs, _ in self.alternatives for g in gs))
                 yield NEED  # a longer guard may still match
                 continue
             chosen = best[1] if best is not None else self.default
@@ -343,6 +389,17 @@ class Choice(Parser):
                 r = chosen.fast(inp, pos)
                 return (yield from chosen.run(inp, pos)) if r == SLOW else r
             return inp.fail(pos, "expected one of " + ", ".join(repr(g) for gs, _ in self.alternatives for g in gs))
+
+    def fast(self, inp: Input, pos: int) -> int:
+        if not inp.eof:
+            return SLOW
+        best: tuple[int, Parser] | None = None
+        for guards, p in self.alternatives:
+            hit, _ = _guard_state(inp, pos, guards)
+            if hit is not None and (best is None or len(hit) > best[0]):
+                best = (len(hit), p)
+        chosen = best[1] if best is not None else self.default
+        return chosen.fast(inp, pos) if chosen is not None else SLOW
 
     def first(self) -> tuple[str, ...] | None:
         out = tuple(g for gs, _ in self.alternatives for g in gs)
@@ -404,38 +461,49 @@ class Repeat(Parser):
         seps = guards_of(self.sep) if self.sep is not None else ()
         return self.closers + tuple(s + c for s in seps if s and not s.strip() for c in self.closers)
 
+    def _guards(self) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None, tuple[str, ...]]:
+        """(guards of the first item, guards of another item, closers), computed once."""
+        g = self.__dict__.get("_guard_cache")
+        if g is None:
+            first = self.item.first()
+            g = self.__dict__["_guard_cache"] = (tuple(x for x in first if x) if first else None,
+                                                 self._continue_guards(), self._closers())
+        return g
+
+    def _decision(self, inp: Input, pos: int, cont: tuple[str, ...] | None,
+                  closers: tuple[str, ...]) -> bool | None:
+        """True to parse another item, False to stop, None while more input may decide."""
+        at = pos
+        if self.skip_ws:
+            while at < inp.end and inp.text[at - inp.base] in " \t\r\n":
+                at += 1
+            if at >= inp.end and not inp.eof:
+                return None
+        hit_c, pend_c = _guard_state(inp, at, cont or ())
+        hit_s, pend_s = _guard_state(inp, at, closers)
+        if (pend_c or pend_s) and not inp.eof and not (hit_c and not pend_s and not self.closers):
+            if not (hit_c and hit_s) or len(hit_c or "") == len(hit_s or ""):
+                inp.wake = wake_for(inp, at, (cont or ()) + closers)
+                return None
+        if cont is None:  # the item starts with no literal: anything but a closer is an item
+            return hit_s is None and (at < inp.end)
+        if hit_c is None:
+            return False
+        return hit_s is None or len(hit_c) > len(hit_s)
+
     def _decide(self, inp: Input, pos: int, cont: tuple[str, ...] | None) -> Run:
-        """True to parse another item, False to stop."""
-        closers = self._closers()
-        while True:
-            at = pos
-            if self.skip_ws:
-                while at < inp.end and inp.text[at - inp.base] in " \t\r\n":
-                    at += 1
-                if at >= inp.end and not inp.eof:
-                    yield NEED
-                    continue
-            hit_c, pend_c = _guard_state(inp, at, cont or ())
-            hit_s, pend_s = _guard_state(inp, at, closers)
-            if (pend_c or pend_s) and not inp.eof and not (hit_c and not pend_s and not self.closers):
-                if not (hit_c and hit_s) or len(hit_c or "") == len(hit_s or ""):
-                    yield NEED
-                    continue
-            if cont is None:  # the item starts with no literal: anything but a closer is an item
-                return hit_s is None and (at < inp.end)
-            if hit_c is None:
-                return False
-            return hit_s is None or len(hit_c) > len(hit_s)
+        closers = self._guards()[2]
+        while (go := self._decision(inp, pos, cont, closers)) is None:
+            yield NEED
+        return go
 
     def run(self, inp: Input, pos: int) -> Run:
         count = 0
-        first = self.item.first()
-        start_guards = tuple(x for x in first if x) if first else None
+        start_guards, cont, _ = self._guards()
         if self.min == 0:
             go = yield from self._decide(inp, pos, start_guards)
             if not go:
                 return pos
-        cont = self._continue_guards()
         while True:
             r = self.item.fast(inp, pos)
             pos = (yield from self.item.run(inp, pos)) if r == SLOW else r
@@ -452,6 +520,28 @@ class Repeat(Parser):
                 pos = (yield from self.sep.run(inp, pos)) if r == SLOW else r
                 if pos == FAIL:
                     return FAIL
+
+    def fast(self, inp: Input, pos: int) -> int:
+        if not inp.eof:
+            return SLOW
+        start_guards, cont, closers = self._guards()
+        if self.min == 0 and not self._decision(inp, pos, start_guards, closers):
+            return pos
+        m = mark(inp)
+        count = 0
+        while True:
+            pos = self.item.fast(inp, pos)
+            if pos < 0:
+                return rollback(inp, m)
+            count += 1
+            if self.max is not None and count >= self.max:
+                return pos
+            if not self._decision(inp, pos, cont, closers):
+                return pos if count >= self.min else rollback(inp, m)
+            if self.sep is not None:
+                pos = self.sep.fast(inp, pos)
+                if pos < 0:
+                    return rollback(inp, m)
 
     def first(self) -> tuple[str, ...] | None:
         f = self.item.first()
@@ -590,7 +680,17 @@ _STRING_BODY = re.compile(r'[^"\\]+')
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _LITERALS = ("true", "false", "null")
 _NUMBER_CHARS = "0123456789+-.eE"
-DECODER = json.JSONDecoder()  # shared: building a decoder costs more than a small decode
+_CLOSING = {"{": "}", "[": "]", '"': '"'}
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# shared: building a decoder costs more than a small decode. NaN/Infinity are refused as the
+# streaming scanner refuses them (one-shot and streamed parses must agree).
+DECODER = json.JSONDecoder(parse_constant=_no_constant)
+SCAN = DECODER.scan_once  # (text, index) -> (value, end); StopIteration/ValueError when invalid
 
 
 class JsonValue(Parser):
@@ -619,6 +719,8 @@ class JsonValue(Parser):
             i += 1
         if i >= len(text) or text[i] in "NI":
             return SLOW
+        if not inp.eof and text[i] in _CLOSING and text.find(_CLOSING[text[i]], i + 1) < 0:
+            return SLOW  # cannot be complete yet (spares the decoder's exception)
         try:
             _, end = DECODER.raw_decode(text, i)
         except ValueError:
@@ -648,100 +750,136 @@ class JsonValue(Parser):
                 if not (end < len(text) and text[end] in _NUMBER_CHARS and text[i] in "-0123456789"):
                     self._emit(inp, start, end + inp.base)
                     return end + inp.base
-        emitted = pos
-        stack: list[str] = []
-        state = "value"  # value | after | string | escape | number | literal
-        lit = ""
-        num_start = pos
+        scan = _JsonScan(inp.tag(self.tag), pos)
         while True:
-            if pos >= inp.end:
+            r = scan.step(inp)
+            if r is None:
                 if inp.eof:
-                    if state == "number" and not stack:
-                        self._emit(inp, emitted, pos)
-                        return pos
-                    return self._fail(inp, emitted, pos, "unterminated JSON value")
-                self._emit(inp, emitted, pos)
-                emitted = pos
-                inp.keep_from = num_start if state == "number" else pos  # a number is checked whole
-                inp.fast = _Fast(frozenset('"\\'), inp.tag(self.tag), pos) if state == "string" else None
+                    if scan.state == _NUM and not scan.stack and _NUMBER.fullmatch(scan.num):
+                        self._emit(inp, scan.emitted, inp.end)
+                        return inp.end
+                    return self._fail(inp, scan.emitted, inp.end, "unterminated JSON value")
+                self._emit(inp, scan.emitted, inp.end)
+                scan.emitted = inp.keep_from = inp.end
+                inp.fast = scan  # the driver scans the next chunks itself while the value goes on
                 yield NEED
-                if inp.fast is not None and inp.fast.emitted > pos:
-                    pos = emitted = inp.fast.emitted
                 inp.fast = None
                 continue
-            ch = inp.text[pos - inp.base]
-            if state == "string":
-                m = _STRING_BODY.match(inp.text, pos - inp.base)
+            if r == FAIL:
+                return self._fail(inp, scan.emitted, scan.fail_at, scan.message)
+            self._emit(inp, scan.emitted, r)
+            return r
+
+    def first(self) -> tuple[str, ...] | None:
+        return None
+
+
+_VALUE, _AFTER, _STR, _ESC, _NUM, _LIT = range(6)
+_STRING_STOP = frozenset('"\\')
+
+
+class _JsonScan(_Fast):
+    """The state of one JSON value being scanned (strings, numbers, literals, nesting by a
+    stack), kept between chunks. ``step`` scans what has arrived: the end of the value, FAIL
+    (``fail_at``, ``message``) or None when it goes on. It has no side effects on the input,
+    so the driver may call it on a new chunk and, while the value goes on, emit the chunk
+    without resuming the parser stack; otherwise the parser resumes and reads the result."""
+
+    __slots__ = ("stack", "state", "lit", "num", "result", "fail_at", "message")
+    scan = True
+
+    def __init__(self, tag: str | None, pos: int) -> None:
+        super().__init__(None, tag, pos)  # scanned up to ``emitted``; inside a string, a chunk
+        self.stack: list[str] = []        # without '"' or '\\' is plain (``stop``)
+        self.state = _VALUE
+        self.lit = ""   # a literal (true/false/null) so far
+        self.num = ""   # a number so far (checked whole when it ends)
+        self.result: int | None = None
+        self.fail_at = pos
+        self.message = ""
+
+    def _fail(self, at: int, message: str) -> int:
+        self.result, self.fail_at, self.message = FAIL, at, message
+        return FAIL
+
+    def step(self, inp: Input) -> int | None:
+        if self.result is not None:
+            return self.result
+        text, base, end = inp.text, inp.base, inp.end
+        pos, state, stack = self.emitted, self.state, self.stack
+        while pos < end:
+            ch = text[pos - base]
+            if state == _STR:
+                m = _STRING_BODY.match(text, pos - base)
                 if m:
-                    pos = m.end() + inp.base
+                    pos = m.end() + base
                     continue
                 pos += 1
                 if ch == "\\":
-                    state = "escape"
+                    state = _ESC
                 elif ch == '"':
-                    state = "after"
+                    state = _AFTER
                     if not stack:
-                        self._emit(inp, emitted, pos)
-                        return pos
-            elif state == "escape":
+                        break
+            elif state == _ESC:
                 pos += 1
-                state = "string"
-            elif state == "number":
-                if ch in "0123456789+-.eE":
+                state = _STR
+            elif state == _NUM:
+                if ch in _NUMBER_CHARS:
+                    self.num += ch
                     pos += 1
-                else:
-                    if not _NUMBER.fullmatch(inp.get(num_start, pos)):
-                        return self._fail(inp, emitted, num_start, "invalid JSON number")
-                    state = "after"
-                    if not stack:
-                        self._emit(inp, emitted, pos)
-                        return pos
-            elif state == "literal":
-                lit += ch
+                    continue
+                if not _NUMBER.fullmatch(self.num):
+                    return self._fail(pos - len(self.num), "invalid JSON number")
+                state = _AFTER
+                if not stack:
+                    break
+            elif state == _LIT:
+                self.lit += ch
                 pos += 1
-                if lit in _LITERALS:
-                    state = "after"
+                if self.lit in _LITERALS:
+                    state = _AFTER
                     if not stack:
-                        self._emit(inp, emitted, pos)
-                        return pos
-                elif not any(x.startswith(lit) for x in _LITERALS):
-                    return self._fail(inp, emitted, pos, "invalid JSON literal")
+                        break
+                elif not any(x.startswith(self.lit) for x in _LITERALS):
+                    return self._fail(pos, "invalid JSON literal")
             elif ch in _JSON_WS:
                 pos += 1
-            elif state == "value":
+            elif state == _VALUE:
                 pos += 1
                 if ch == "{":
                     stack.append("}")
                 elif ch == "[":
                     stack.append("]")
                 elif ch == '"':
-                    state = "string"
+                    state = _STR
                 elif ch in "-0123456789":
-                    state, num_start = "number", pos - 1
+                    state, self.num = _NUM, ch
                 elif ch in "tfn":
-                    state, lit = "literal", ch
+                    state, self.lit = _LIT, ch
                 elif ch in "}]" and stack and ch == stack[-1]:  # empty container
                     stack.pop()
-                    state = "after"
+                    state = _AFTER
                     if not stack:
-                        self._emit(inp, emitted, pos)
-                        return pos
+                        break
                 else:
-                    return self._fail(inp, emitted, pos - 1, "invalid JSON")
+                    return self._fail(pos - 1, "invalid JSON")
             else:  # after a value inside a container
                 pos += 1
                 if ch == "," or ch == ":":
-                    state = "value"
+                    state = _VALUE
                 elif stack and ch == stack[-1]:
                     stack.pop()
                     if not stack:
-                        self._emit(inp, emitted, pos)
-                        return pos
+                        break
                 else:
-                    return self._fail(inp, emitted, pos - 1, "invalid JSON")
-
-    def first(self) -> tuple[str, ...] | None:
-        return None
+                    return self._fail(pos - 1, "invalid JSON")
+        else:
+            self.state = state
+            self.stop = _STRING_STOP if state == _STR else None
+            return None
+        self.state, self.result = state, pos
+        return pos
 
 
 @dataclass(eq=False)
@@ -755,6 +893,7 @@ class OneOf(Parser):
         while True:
             hit, pending = _guard_state(inp, pos, self.options)
             if pending and not inp.eof:
+                inp.wake = wake_for(inp, pos, self.options)
                 yield NEED
                 continue
             break
@@ -831,6 +970,9 @@ class Lazy(Parser):
     def run(self, inp: Input, pos: int) -> Run:
         return (yield from self.p.run(inp, pos))
 
+    def fast(self, inp: Input, pos: int) -> int:
+        return self.p.fast(inp, pos)
+
     def first(self) -> tuple[str, ...] | None:
         return self.p.first()
 
@@ -860,6 +1002,7 @@ class Session:
                 self._started = True
                 self.result = r
                 return
+        self.inp.wake = 0
         try:
             if not self._started:
                 self._started = True
@@ -869,26 +1012,52 @@ class Session:
         except StopIteration as stop:
             self.result = stop.value if stop.value is not None else FAIL
 
-    def feed(self, chunk: str) -> list[Event]:
+    def absorb(self, chunk: str) -> str | None:
+        """Feeds ``chunk``; when the waiting parser's shortcut takes it whole (plain text of a
+        region, or a JSON value that goes on), returns the tag it was emitted under ('' for
+        none) and the parser is not resumed; None when the parser must resume (``resume()``)."""
         inp = self.inp
-        if self.result is not None or not chunk:
-            inp.feed(chunk)
-            return []
         fast = inp.fast
-        if fast is not None and fast.emitted == inp.end and not inp.pins and fast.stop.isdisjoint(chunk):
-            inp.soft_pins.clear()  # the chunk below is emitted
+        if fast is None:
             inp.feed(chunk)
-            fast.emitted = inp.end
-            inp.keep_from = fast.emitted
-            if not fast.tag:
-                return []
+            return "" if inp.end < inp.wake else None  # the parser waits for more than this
+        plain = fast.stop is not None and fast.stop.isdisjoint(chunk)
+        if not (plain or fast.scan):
+            inp.feed(chunk)
+            return None
+        tag = fast.tag
+        if inp.pins or (inp.soft_pins and not tag):
+            inp.feed(chunk)  # a parser reads this text back
+        else:  # everything before is emitted and not needed again: keep only the chunk
+            inp.text, inp.base = chunk, inp.end
+            inp.end += len(chunk)
+        if not plain:
+            if fast.step(inp) is not None:
+                return None  # the value ends (or breaks) in this chunk
+        fast.emitted = inp.keep_from = inp.end
+        if tag:
             inp.chunks += 1
-            inp.chunk_pos = fast.emitted
-            return [("chunk", fast.tag, chunk)]
-        inp.feed(chunk)
+            inp.chunk_pos = inp.end
+            if inp.soft_pins:
+                inp.soft_pins.clear()
+        return tag or ""
+
+    def resume(self) -> list[Event]:
         self._resume()
-        out = inp.drain()
-        return out
+        if self.result is not None:
+            self.inp.fast = None
+        return self.inp.drain()
+
+    def feed(self, chunk: str) -> list[Event]:
+        if not chunk:
+            return []
+        if self.result is not None:
+            self.inp.feed(chunk)
+            return []
+        tag = self.absorb(chunk)
+        if tag is None:
+            return self.resume()
+        return [("chunk", tag, chunk)] if tag else []
 
     def finish(self) -> tuple[int, list[Event]]:
         self.inp.eof = True

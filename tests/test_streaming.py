@@ -134,6 +134,23 @@ def test_random_output_streams_like_one_shot(parts, data):
     check_stream(PARSER, text, split(text, cuts))
 
 
+JSON_PIECES = st.sampled_from([
+    "{", "}", "[", "]", ":", ",", " ", "\n", '"', "\\", '\\"', '"name"', '"arguments"', '"id"', '"type"',
+    '"get_weather"', '"Paris"', '{"function": ', '"function"', "12", "-3.5e2", "1e", "true", "nul", "日本",
+    '{"city": "Paris"}', '"x\ny"',
+])
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(JSON_PIECES, max_size=24), data=st.data())
+def test_json_call_objects_stream_like_one_shot(parts, data):
+    """Call objects whole, broken or cut off (wrappers, repeated or missing fields, invalid
+    values, escapes), in any chunking: read between chunks the same as at once."""
+    text = "<tool_call>\n" + "".join(parts) + data.draw(st.sampled_from(["\n</tool_call>", "", "}\n</tool_call>"]))
+    cuts = data.draw(st.sets(st.integers(1, max(1, len(text) - 1)), max_size=30))
+    check_stream(PARSER, text, split(text, cuts))
+
+
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(alphabet=st.characters(blacklist_characters="<"), max_size=60))
 def test_plain_text_is_content_verbatim(text):
