@@ -31,7 +31,7 @@ from analyzer.markers import is_marker, tokenize
 from analyzer.structures import (ContentMode, FunctionFormat, Part, ReasoningMode, TemplateAnalysis,
                                  ToolCallStructure, ValueFormat)
 
-from .peg import (FAIL, SCAN, SLOW, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, NEED, Opt, Parser, Repeat, Run, Seq,
+from .peg import (FAIL, SCAN, SLOW, _Fast, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, NEED, Opt, Parser, Repeat, Run, Seq,
                   Session, Until, guards_of, mark, rollback, run_all)
 from .values import LiteralValue, to_json_text, typed_json, unwrap_cdata
 
@@ -322,12 +322,27 @@ class JsonCall(Parser):
         def at(p: int) -> str:
             return inp.text[p - inp.base] if p < inp.end else ""
 
+        def settle(p: int) -> Run:
+            """Streaming, the fields before the arguments carry nothing to stream: they are read
+            once a bracket comes (the arguments' or the object's), in one go."""
+            if inp.eof or not _BRACKETS.isdisjoint(inp.text[p - inp.base:]):
+                return
+            inp.pin(p)
+            inp.fast = _Fast(_BRACKETS, "", inp.end)
+            try:
+                yield NEED
+            finally:
+                inp.fast = None
+                inp.unpin(p)
+
+        yield from settle(pos)
         pos = yield from skip(pos)
         if at(pos) != "{":
             return inp.fail(pos, "expected '{'")
         pos += 1
         first = True
         while True:
+            yield from settle(pos)
             pos = yield from skip(pos)
             if at(pos) == "}":
                 return pos + 1
@@ -385,6 +400,9 @@ class JsonCall(Parser):
                 if (yield from _peek(inp, p, "}")):  # with the object's own closing brace
                     return p + 1
                 return pos
+
+
+_BRACKETS = frozenset("{}[]")
 
 
 def _key_now(inp: Input, pos: int) -> tuple[str, int] | None:
@@ -904,8 +922,12 @@ class TextBuffer:
     def write(self, text: str) -> None:
         self.tail.append(text)
         if len(self.tail) >= 256:
-            self.parts.append("".join(self.tail))
-            self.tail = []
+            self.compact()
+
+    def compact(self) -> None:
+        """The pieces appended so far as one (``tail`` stays the same list)."""
+        self.parts.append("".join(self.tail))
+        self.tail.clear()
 
     def getvalue(self) -> str:
         return "".join(self.parts) + "".join(self.tail)
@@ -1214,13 +1236,68 @@ class MessageStream:
                  strict: bool = False) -> None:
         self._session = Session(grammar)
         self._asm = Assembler(ts, tools)
-        self._text = self._asm.text
         self._strict = strict
         self._done = False
+        # the hot path: while the parser waits in plain text (``_arm``), a chunk without any
+        # of ``_hot`` characters is appended to ``_tail`` and reported at once; what the
+        # parser's input owes for it is settled before the next chunk that is not (``_settle``)
+        self._hot: frozenset[str] | None = None
+        self._tail: list[str] = []
+        self._field = ""
+        self._index = -1  # the call whose arguments the text is, or -1 for content/reasoning
+        self._owed = 0
+        self._owed_chunks = 0
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
+        hot = self._hot
+        if hot is not None and chunk and hot.isdisjoint(chunk):
+            self._owed += len(chunk)
+            self._owed_chunks += 1
+            tail = self._tail
+            tail.append(chunk)
+            if self._index < 0:
+                if len(tail) >= 256:
+                    self._asm.text[self._field].compact()
+                return [{"type": "region_chunk", "field": self._field, "text": chunk, "dirty": False}]
+            return [{"type": "region_chunk", "field": "tool_calls", "index": self._index, "text": chunk,
+                     "dirty": False}]
         if self._done:
             raise RuntimeError("feed() after finish()")
+        self._settle()
+        out = self._feed(chunk)
+        self._arm()
+        return out
+
+    def _settle(self) -> None:
+        """The input positions the hot path owes: its chunks were emitted, nothing of them is
+        read again."""
+        if self._owed_chunks:
+            inp = self._session.inp
+            inp.end += self._owed
+            inp.text, inp.base = "", inp.end
+            inp.fast.emitted = inp.keep_from = inp.chunk_pos = inp.end
+            inp.chunks += self._owed_chunks
+            inp.soft_pins.clear()
+            self._owed = self._owed_chunks = 0
+
+    def _arm(self) -> None:
+        """Whether the parser now waits in plain text of the message (content, reasoning or the
+        arguments of an announced call) with nothing to read back."""
+        self._hot = None
+        session = self._session
+        fast = session.inp.fast
+        if fast is None or fast.stop is None or session.inp.pins or session.result is not None or \
+                fast.emitted != session.inp.end:
+            return
+        fld = FIELD.get(fast.tag)
+        if fld is not None:
+            self._hot, self._field, self._index, self._tail = fast.stop, fld, -1, self._asm.text[fld].tail
+            return
+        call = self._asm.current
+        if fast.tag == "tool_args" and call is not None and call.announced:
+            self._hot, self._index, self._tail = fast.stop, call.index, call.args
+
+    def _feed(self, chunk: str) -> list[dict[str, Any]]:
         session = self._session
         if not chunk:
             return []
@@ -1234,20 +1311,14 @@ class MessageStream:
             return out
         if not tag:
             return []
-        fld = FIELD.get(tag)
-        if fld is not None:  # the hot path: plain text of an open region
-            self._text[fld].write(chunk)
-            return [{"type": "region_chunk", "field": fld, "text": chunk, "dirty": False}]
-        call = self._asm.current
-        if tag == "tool_args" and call is not None and call.announced:  # argument text, as it comes
-            call.args.append(chunk)
-            return [{"type": "region_chunk", "field": "tool_calls", "index": call.index, "text": chunk, "dirty": False}]
         out = []
         self._asm._chunk(tag, chunk, out)
         return out
 
     def finish(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        self._settle()
         self._done = True
+        self._hot = None
         end, events = self._session.finish()
         out: list[dict[str, Any]] = []
         self._asm.handle(events, out)

@@ -776,6 +776,7 @@ class JsonValue(Parser):
 
 _VALUE, _AFTER, _STR, _ESC, _NUM, _LIT = range(6)
 _STRING_STOP = frozenset('"\\')
+_STRING_STOPS = re.compile(r'["\\]')
 
 
 class _JsonScan(_Fast):
@@ -805,54 +806,63 @@ class _JsonScan(_Fast):
     def step(self, inp: Input) -> int | None:
         if self.result is not None:
             return self.result
-        text, base, end = inp.text, inp.base, inp.end
-        pos, state, stack = self.emitted, self.state, self.stack
-        while pos < end:
-            ch = text[pos - base]
+        text, base = inp.text, inp.base
+        n = inp.end - base
+        i, state, stack = self.emitted - base, self.state, self.stack
+        while i < n:
             if state == _STR:
-                m = _STRING_BODY.match(text, pos - base)
-                if m:
-                    pos = m.end() + base
-                    continue
-                pos += 1
-                if ch == "\\":
+                m = _STRING_STOPS.search(text, i)
+                if m is None:
+                    i = n
+                    break
+                i = m.end()
+                if m.group() == "\\":
                     state = _ESC
-                elif ch == '"':
+                else:
                     state = _AFTER
                     if not stack:
                         break
-            elif state == _ESC:
-                pos += 1
+                continue
+                if q < 0:
+                    i = n
+                    break
+                i, state = q + 1, _AFTER
+                if not stack:
+                    break
+                continue
+            ch = text[i]
+            if state == _ESC:
+                i += 1
                 state = _STR
             elif state == _NUM:
                 if ch in _NUMBER_CHARS:
                     self.num += ch
-                    pos += 1
+                    i += 1
                     continue
                 if not _NUMBER.fullmatch(self.num):
-                    return self._fail(pos - len(self.num), "invalid JSON number")
+                    return self._fail(i + base - len(self.num), "invalid JSON number")
                 state = _AFTER
                 if not stack:
                     break
             elif state == _LIT:
                 self.lit += ch
-                pos += 1
+                i += 1
                 if self.lit in _LITERALS:
                     state = _AFTER
                     if not stack:
                         break
                 elif not any(x.startswith(self.lit) for x in _LITERALS):
-                    return self._fail(pos, "invalid JSON literal")
+                    return self._fail(i + base, "invalid JSON literal")
             elif ch in _JSON_WS:
-                pos += 1
+                i += 1
             elif state == _VALUE:
-                pos += 1
-                if ch == "{":
+                i += 1
+                if ch == '"':
+                    state = _STR
+                elif ch == "{":
                     stack.append("}")
                 elif ch == "[":
                     stack.append("]")
-                elif ch == '"':
-                    state = _STR
                 elif ch in "-0123456789":
                     state, self.num = _NUM, ch
                 elif ch in "tfn":
@@ -863,9 +873,9 @@ class _JsonScan(_Fast):
                     if not stack:
                         break
                 else:
-                    return self._fail(pos - 1, "invalid JSON")
+                    return self._fail(i - 1 + base, "invalid JSON")
             else:  # after a value inside a container
-                pos += 1
+                i += 1
                 if ch == "," or ch == ":":
                     state = _VALUE
                 elif stack and ch == stack[-1]:
@@ -873,13 +883,17 @@ class _JsonScan(_Fast):
                     if not stack:
                         break
                 else:
-                    return self._fail(pos - 1, "invalid JSON")
+                    return self._fail(i - 1 + base, "invalid JSON")
         else:
             self.state = state
             self.stop = _STRING_STOP if state == _STR else None
             return None
-        self.state, self.result = state, pos
-        return pos
+        if i >= n and state == _STR:  # the input ends inside a string
+            self.state = state
+            self.stop = _STRING_STOP
+            return None
+        self.state, self.result = state, i + base
+        return i + base
 
 
 @dataclass(eq=False)
