@@ -979,7 +979,8 @@ class Assembler:
                 _, start, pos, msg = ev
                 self.errors.append({"position": pos, "message": msg, "segment_start": start})
                 if self.current is not None and not self.current.name:
-                    self.current = None  # a call that never got a name was never shown
+                    self._unnamed(self.current, out)
+                    self.current = None
             elif kind == "error":
                 _, pos, msg = ev
                 self.errors.append({"position": pos, "message": msg})
@@ -1099,6 +1100,8 @@ class Assembler:
             if call is not None and call.name:
                 self._finish_call(call, out)
                 self.calls.append(call)
+            elif call is not None:
+                self._unnamed(call, out)
             self.current = None
             return
         if call is None:
@@ -1151,6 +1154,16 @@ class Assembler:
                     text = typed_json(raw, self._param_schema(call))
                 self._emit_args(call, text, out)
             call.arg_type = ""
+
+    def _unnamed(self, call: _Call, out: list[dict[str, Any]]) -> None:
+        """A call that never got a name was never shown: what it read stays, as content."""
+        text = "".join(call.args)
+        if text:
+            self.errors.append({"position": -1, "message": "a tool call without a name (its arguments kept as content)"})
+            self._open("content", out)
+            self._chunk("content", text, out)
+            self._close("content", out)
+        call.args = []
 
     def _name_from_id(self, call_id: str) -> str:
         """The function name inside an id that carries it (``functions.get_weather:0``): the
@@ -1244,23 +1257,32 @@ class MessageStream:
         self._hot: frozenset[str] | None = None
         self._tail: list[str] = []
         self._field = ""
-        self._index = -1  # the call whose arguments the text is, or -1 for content/reasoning
+        self._index = -1  # the call whose arguments the text is; -1: content/reasoning; -2: none (a wait)
         self._owed = 0
         self._owed_chunks = 0
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
         hot = self._hot
         if hot is not None and chunk and hot.isdisjoint(chunk):
-            self._owed += len(chunk)
-            self._owed_chunks += 1
-            tail = self._tail
-            tail.append(chunk)
-            if self._index < 0:
+            index = self._index
+            if index == -1:
+                self._owed += len(chunk)
+                self._owed_chunks += 1
+                tail = self._tail
+                tail.append(chunk)
                 if len(tail) >= 256:
                     self._asm.text[self._field].compact()
                 return [{"type": "region_chunk", "field": self._field, "text": chunk, "dirty": False}]
-            return [{"type": "region_chunk", "field": "tool_calls", "index": self._index, "text": chunk,
-                     "dirty": False}]
+            if index >= 0:
+                self._owed += len(chunk)
+                self._owed_chunks += 1
+                self._tail.append(chunk)
+                return [{"type": "region_chunk", "field": "tool_calls", "index": index, "text": chunk,
+                         "dirty": False}]
+            inp = self._session.inp  # the parser waits for a bracket or a quote: nothing to report
+            inp.feed(chunk)
+            inp.fast.emitted = inp.end
+            return []
         if self._done:
             raise RuntimeError("feed() after finish()")
         self._settle()
@@ -1286,8 +1308,12 @@ class MessageStream:
         self._hot = None
         session = self._session
         fast = session.inp.fast
-        if fast is None or fast.stop is None or session.inp.pins or session.result is not None or \
-                fast.emitted != session.inp.end:
+        if fast is None or fast.stop is None or session.result is not None or fast.emitted != session.inp.end:
+            return
+        if not fast.tag:
+            self._hot, self._index = fast.stop, -2
+            return
+        if session.inp.pins:
             return
         fld = FIELD.get(fast.tag)
         if fld is not None:
@@ -1311,6 +1337,11 @@ class MessageStream:
             return out
         if not tag:
             return []
+        call = self._asm.current
+        if tag == "tool_args" and call is not None and call.announced:  # argument text, as it comes
+            call.args.append(chunk)
+            return [{"type": "region_chunk", "field": "tool_calls", "index": call.index, "text": chunk,
+                     "dirty": False}]
         out = []
         self._asm._chunk(tag, chunk, out)
         return out

@@ -118,15 +118,12 @@ class Input:
             self.soft_pins.remove(pos)
 
     def feed(self, chunk: str) -> None:
-        keep = self.keep_from
-        if self.pins:
-            keep = min(keep, min(self.pins))
-        if self.soft_pins:
-            keep = min(keep, min(self.soft_pins))
-        drop = keep - self.base
-        if drop > 1024 and drop * 2 > len(self.text):  # amortized O(1): copy only when half is dead
-            self.text = self.text[drop:]
-            self.base += drop
+        if len(self.text) > 2048:  # amortized O(1): copy only when half is dead
+            keep = min(self.keep_from, *self.pins, *self.soft_pins)
+            drop = keep - self.base
+            if drop * 2 > len(self.text):
+                self.text = self.text[drop:]
+                self.base += drop
         self.text += chunk
         self.end += len(chunk)
 
