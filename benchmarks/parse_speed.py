@@ -11,11 +11,17 @@ Hermes shape the HF measurement used); the transformers side uses the response t
 note. Every run checks the result: the reasoning and all N calls are there, and the streamed
 message equals the one-shot message. Prints a Markdown table (median wall times, µs per chunk,
 peak memory of the streaming run, ratios against transformers).
+
+Our runs and transformers' alternate (each timed run after a ``gc.collect()``), so that a machine
+that slows down for a while slows both. transformers' 1 MB stream copies its whole buffer on every
+chunk; how long that takes depends on the allocator's state and on memory traffic, and varied from
+7 to 25 s between runs on the same machine: take its median over several runs (``--stream-runs``).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -72,13 +78,24 @@ def make_output(size: int) -> tuple[str, int]:
     return head + "\n".join(calls), len(calls)
 
 
-def median_time(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
-    times, result = [], None
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    gc.collect()
+    t = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - t, result
+
+
+def alternate(ours: Callable[[], Any], theirs: Callable[[], Any] | None, runs: int
+              ) -> tuple[float, Any, float | None, Any]:
+    """Median wall times of ``runs`` runs of each, ours and theirs alternating."""
+    mine, other, a, b = [], [], None, None
     for _ in range(runs):
-        t = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), result
+        t, a = timed(ours)
+        mine.append(t)
+        if theirs is not None:
+            t, b = timed(theirs)
+            other.append(t)
+    return statistics.median(mine), a, (statistics.median(other) if other else None), b
 
 
 def chunks_of(text: str, n: int = 4) -> list[str]:
@@ -131,9 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--template", type=Path, default=ROOT / "templates" / "chatml-think.jinja")
     ap.add_argument("--sizes", default="1000,10000,100000,300000,1000000")
-    ap.add_argument("--no-hf", action="store_true", help="skip transformers (its 1 MB stream takes ~30 s)")
+    ap.add_argument("--no-hf", action="store_true", help="skip transformers (its 1 MB stream takes 7-30 s a run)")
     ap.add_argument("--hf-stream-max", type=int, default=1_000_000,
                     help="largest size streamed through transformers")
+    ap.add_argument("--stream-runs", type=int, default=3, help="streaming runs per size (each side)")
     args = ap.parse_args(argv)
     our_one, our_stream = ours(args.template)
     theirs = None if args.no_hf else hf()
@@ -144,10 +162,13 @@ def main(argv: list[str] | None = None) -> int:
     for size in (int(s) for s in args.sizes.split(",")):
         text, n = make_output(size)
         chunks = chunks_of(text)
-        runs = runs_for(size)
-        t_one, m_one = median_time(lambda: our_one(text), runs)
+        hf_one = (lambda: theirs[0](text)) if theirs else None
+        hf_stream = (lambda: theirs[1](chunks)) if theirs and size <= args.hf_stream_max else None
+        t_one, m_one, h_one, hm = alternate(lambda: our_one(text), hf_one, runs_for(size))
         check(m_one, n, "ours one-shot")
-        t_stream, m_stream = median_time(lambda: our_stream(chunks), max(1, runs // 3))
+        if hm is not None:
+            check(hm, n, "transformers one-shot")
+        t_stream, m_stream, h_stream, _ = alternate(lambda: our_stream(chunks), hf_stream, args.stream_runs)
         if m_stream != m_one:
             raise SystemExit(f"streamed message differs from one-shot at {size} bytes")
         tracemalloc.start()
@@ -157,15 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         row = (f"| {len(text):,} | {n} | {t_one * 1e3:.2f} | {t_stream * 1e3:.1f} | "
                f"{t_stream / len(chunks) * 1e6:.2f} | {peak / 1024:,.0f} |")
         if theirs:
-            hf_one, hf_stream = theirs
-            h_one, hm = median_time(lambda: hf_one(text), runs)
-            check(hm, n, "transformers one-shot")
-            if size <= args.hf_stream_max:
-                h_stream, _ = median_time(lambda: hf_stream(chunks), 1 if size > 100_000 else max(1, runs // 3))
-                row += (f" {h_one * 1e3:.2f} | {h_stream * 1e3:.1f} | {h_one / t_one:.1f} | "
-                        f"{h_stream / t_stream:.1f} |")
-            else:
-                row += f" {h_one * 1e3:.2f} | – | {h_one / t_one:.1f} | – |"
+            row += f" {h_one * 1e3:.2f} | " + (f"{h_stream * 1e3:.1f}" if h_stream else "–") + \
+                f" | {h_one / t_one:.1f} | " + (f"{h_stream / t_stream:.1f} |" if h_stream else "– |")
         print(row, flush=True)
     return 0
 
