@@ -243,9 +243,15 @@ class JsonCall(Parser):
         end = self._fast_object(inp, pos - inp.base, events, [False])
         if end is None:
             return SLOW
-        inp.events += events
         inp.chunks += sum(1 for e in events if e[0] == "chunk")
         inp.chunk_pos = end + inp.base
+        if len(events) in (7, 10) and events[-1] is _JSON_OK and events[0] == _NAME_OPEN and \
+                events[1][0] == "chunk" and events[-4] == _ARGS_OPEN and (len(events) == 7 or events[3] == _ID_OPEN):
+            # the usual call: name (id) arguments, as one event (the events it stands for kept)
+            inp.events.append(("call", events[1][2], events[4][2] if len(events) == 10 else None, events[-3][2],
+                               events))
+        else:
+            inp.events += events
         return end + inp.base
 
     def _fast_object(self, inp: Input, i: int, events: list[tuple], named: list[bool]) -> int | None:
@@ -431,6 +437,7 @@ def _skip_now(inp: Input, pos: int) -> int:
 
 _WS = re.compile(r"[ \t\r\n]*")
 _JSON_OK = ("json_ok",)  # the arguments just closed were decoded whole: valid JSON
+_NAME_OPEN, _ID_OPEN, _ARGS_OPEN = ("open", "tool_name"), ("open", "tool_id"), ("open", "tool_args")
 _OPEN = re.compile(r"[ \t\r\n]*\{[ \t\r\n]*")
 _COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")
 _NEXT = re.compile(r"[ \t\r\n]*([,}])[ \t\r\n]*")
@@ -972,6 +979,19 @@ class Assembler:
                 self._open(ev[1], out)
             elif kind == "close":
                 self._close(ev[1], out)
+            elif kind == "call":  # a whole call read at once: (name, id, arguments, its events)
+                call = self.current
+                if not self.quiet or call is None or ev[2] is not None and not ev[2]:
+                    self.handle(ev[4], out)
+                    continue
+                self._name = [ev[1]]
+                self._close("tool_name", out)
+                if ev[2] is not None:
+                    self._id = [ev[2]]
+                    self._close("tool_id", out)
+                call.args.append(ev[3])
+                call.json_ok = True
+                self._close("tool_args", out)
             elif kind == "json_ok":
                 if self.current is not None:
                     self.current.json_ok = True
