@@ -12,8 +12,7 @@ note. Every run checks the result: the reasoning and all N calls are there, and 
 message equals the one-shot message. Prints a Markdown table (median wall times, µs per chunk,
 peak memory of the streaming run, ratios against transformers).
 
-Our runs and transformers' alternate (each timed run after a ``gc.collect()``), so that a machine
-that slows down for a while slows both. transformers' 1 MB stream copies its whole buffer on every
+Our runs and transformers' alternate, so that a machine that slows down for a while slows both. transformers' 1 MB stream copies its whole buffer on every
 chunk; how long that takes depends on the allocator's state and on memory traffic, and varied from
 7 to 25 s between runs on the same machine: take its median over several runs (``--stream-runs``).
 """
@@ -79,7 +78,6 @@ def make_output(size: int) -> tuple[str, int]:
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    gc.collect()
     t = time.perf_counter()
     result = fn()
     return time.perf_counter() - t, result
@@ -87,8 +85,10 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def alternate(ours: Callable[[], Any], theirs: Callable[[], Any] | None, runs: int
               ) -> tuple[float, Any, float | None, Any]:
-    """Median wall times of ``runs`` runs of each, ours and theirs alternating."""
+    """Median wall times of ``runs`` runs of each, ours and theirs alternating (after a
+    ``gc.collect()``)."""
     mine, other, a, b = [], [], None, None
+    gc.collect()
     for _ in range(runs):
         t, a = timed(ours)
         mine.append(t)

@@ -243,15 +243,16 @@ class JsonCall(Parser):
         end = self._fast_object(inp, pos - inp.base, events, [False])
         if end is None:
             return SLOW
-        inp.chunks += sum(1 for e in events if e[0] == "chunk")
         inp.chunk_pos = end + inp.base
         if len(events) in (7, 10) and events[-1] is _JSON_OK and events[0] == _NAME_OPEN and \
                 events[1][0] == "chunk" and events[-4] == _ARGS_OPEN and (len(events) == 7 or events[3] == _ID_OPEN):
             # the usual call: name (id) arguments, as one event (the events it stands for kept)
             inp.events.append(("call", events[1][2], events[4][2] if len(events) == 10 else None, events[-3][2],
                                events))
+            inp.chunks += len(events) // 3
         else:
             inp.events += events
+            inp.chunks += sum(1 for e in events if e[0] == "chunk")
         return end + inp.base
 
     def _fast_object(self, inp: Input, i: int, events: list[tuple], named: list[bool]) -> int | None:
