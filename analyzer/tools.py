@@ -28,14 +28,14 @@ from typing import Any
 from . import probes as P
 from .caps import ToolProbeForms, tool_call_messages, tool_forms
 from .diff import common_prefix_len, common_suffix_len, diff
-from .formatter import format_arguments, format_call, format_tool_calls
+from .formatter import format_arguments, format_tool_calls
 from .instructions import read_instructions
 from .markers import is_marker, tokenize
 from .prober import Prober
 from .reasoning import Reasoning
 from .structures import ArgumentFormat, Caps, FunctionFormat, Part, ToolCallStructure, ValueFormat
 from .turns import Turns, assistant_region
-from .values import candidates, dialect_from, dump, json_type
+from .values import candidates, dialect_from, dump
 
 # Probe argument keys, one per JSON type (schemas declare matching types: some templates
 # write a type attribute from the schema).
@@ -757,7 +757,7 @@ def _classify(ts: ToolCallStructure, generation_prompt: str = "") -> ToolCallStr
     elif before_name.endswith("to=") or before_name.endswith("to=functions.") or "to=" in before_name[-16:]:
         fields.update(function_format=FunctionFormat.CHANNEL_BASED, function_prefix=before_name,
                       function_suffix=after_name, function_close=after_args)
-    elif before_name.endswith("<") and after_name.startswith(">") and f"</" in after_args:
+    elif before_name.endswith("<") and after_name.startswith(">") and "</" in after_args:
         fields.update(function_format=FunctionFormat.TAG_NAME_ONLY, function_prefix=before_name,
                       function_suffix=after_name, function_close=after_args)
     else:

@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from json.decoder import scanstring
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from analyzer.errors import ParseError
 from analyzer.markers import is_marker, tokenize
-from analyzer.structures import (ContentMode, FunctionFormat, Part, ReasoningMode, TemplateAnalysis,
+from analyzer.structures import (FunctionFormat, Part, ReasoningMode, TemplateAnalysis,
                                  ToolCallStructure, ValueFormat)
 
-from .peg import (FAIL, SCAN, SLOW, _Fast, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, NEED, Opt, Parser, Repeat, Run, Seq,
-                  Session, Until, guards_of, mark, rollback, run_all)
+from .peg import (FAIL, NEED, SCAN, SLOW, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, Opt, Parser, Repeat,
+                  Run, Seq, Session, Until, _Fast, mark, rollback)
 from .values import LiteralValue, to_json_text, typed_json, unwrap_cdata
 
 

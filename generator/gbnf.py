@@ -28,7 +28,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from analyzer.structures import Part, ReasoningMode, TemplateAnalysis, ToolCallStructure, ValueFormat
-from analyzer.values import dump, json_type
+from analyzer.values import dump
 
 from .values import schema_type
 

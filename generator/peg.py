@@ -820,13 +820,6 @@ class _JsonScan(_Fast):
                     if not stack:
                         break
                 continue
-                if q < 0:
-                    i = n
-                    break
-                i, state = q + 1, _AFTER
-                if not stack:
-                    break
-                continue
             ch = text[i]
             if state == _ESC:
                 i += 1

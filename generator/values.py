@@ -24,7 +24,7 @@ from typing import Any
 
 from analyzer.structures import ValueFormat
 
-from .peg import FAIL, Input, NEED, Parser, Run
+from .peg import Input, NEED, Parser, Run
 
 PYTHON = ValueFormat(kind="python_repr")
 
