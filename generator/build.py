@@ -32,7 +32,7 @@ from analyzer.structures import (FunctionFormat, Part, ReasoningMode, TemplateAn
                                  ToolCallStructure, ValueFormat)
 
 from .peg import (FAIL, NEED, SCAN, SLOW, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, Opt, Parser, Repeat,
-                  Run, Seq, Session, Until, _Fast, mark, rollback)
+                  Run, Seq, Session, Until, _Fast, mark, number_cut, rollback)
 from .values import LiteralValue, to_json_text, typed_json, unwrap_cdata
 
 
@@ -277,8 +277,8 @@ class JsonCall(Parser):
                 return None
             if j >= len(text) and not inp.eof:
                 return None  # a number may go on
-            if j < len(text) and text[j] in "0123456789+-.eE" and text[i] in "-0123456789":
-                return None  # the decoder took a prefix of a broken number: the scanner reports it
+            if number_cut(text, i, j):
+                return None
             if self.name_as_key and named[0]:
                 events.append(("error", i + inp.base, f"extra key {key!r} in the call object (ignored)"))
             elif self.name_as_key:
@@ -412,19 +412,24 @@ class JsonCall(Parser):
 _BRACKETS = frozenset("{}[]")
 
 
-def _key_now(inp: Input, pos: int) -> tuple[str, int] | None:
-    """A key and its colon already in the buffer: (key, position after the colon and spaces)."""
-    text, i = inp.text, pos - inp.base
+def _string_now(text: str, i: int) -> tuple[str, int] | None:
+    """A valid JSON string starting at ``i`` and complete in ``text``: (its value, its end)."""
     if not text.startswith('"', i) or text.find('"', i + 1) < 0:
         return None
     try:
-        key, j = scanstring(text, i + 1)
+        return scanstring(text, i + 1)
     except ValueError:
         return None
-    m = _COLON.match(text, j)
+
+
+def _key_now(inp: Input, pos: int) -> tuple[str, int] | None:
+    """A key and its colon already in the buffer: (key, position after the colon and spaces)."""
+    text = inp.text
+    key = _string_now(text, pos - inp.base)
+    m = _COLON.match(text, key[1]) if key is not None else None
     if m is None or m.end() >= len(text) and not inp.eof:
         return None
-    return key, m.end() + inp.base
+    return key[0], m.end() + inp.base
 
 
 def _skip_now(inp: Input, pos: int) -> int:
@@ -444,12 +449,6 @@ _COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")
 _NEXT = re.compile(r"[ \t\r\n]*([,}])[ \t\r\n]*")
 
 
-def _skip_ws(text: str, i: int) -> int:
-    if i < len(text) and text[i] in " \t\r\n":
-        return _WS.match(text, i).end()
-    return i
-
-
 def _peek(inp: Input, pos: int, s: str) -> Run:
     while inp.end - pos < len(s) and not inp.eof:
         yield NEED
@@ -460,15 +459,11 @@ class JsonString(Parser):
     """A JSON string value; its decoded text is the region's text (a bare value is taken as is)."""
 
     def fast(self, inp: Input, pos: int) -> int:
-        text, i = inp.text, pos - inp.base
-        if not text.startswith('"', i) or text.find('"', i + 1) < 0:
+        found = _string_now(inp.text, pos - inp.base)
+        if found is None:
             return SLOW
-        try:
-            value, end = scanstring(text, i + 1)
-        except ValueError:
-            return SLOW
-        inp.emit(inp.tag(None), value, end + inp.base)
-        return end + inp.base
+        inp.emit(inp.tag(None), found[0], found[1] + inp.base)
+        return found[1] + inp.base
 
     def run(self, inp: Input, pos: int) -> Run:
         start = inp.pin(pos)
@@ -982,7 +977,7 @@ class Assembler:
                 self._close(ev[1], out)
             elif kind == "call":  # a whole call read at once: (name, id, arguments, its events)
                 call = self.current
-                if not self.quiet or call is None or ev[2] is not None and not ev[2]:
+                if not self.quiet or call is None:
                     self.handle(ev[4], out)
                     continue
                 self._name = [ev[1]]
@@ -1286,24 +1281,21 @@ class MessageStream:
         hot = self._hot
         if hot is not None and chunk and hot.isdisjoint(chunk):
             index = self._index
-            if index == -1:
-                self._owed += len(chunk)
-                self._owed_chunks += 1
-                tail = self._tail
-                tail.append(chunk)
-                if len(tail) >= 256:
-                    self._asm.text[self._field].compact()
-                return [{"type": "region_chunk", "field": self._field, "text": chunk, "dirty": False}]
+            if index == -2:  # the parser waits for a bracket or a quote: nothing to report
+                inp = self._session.inp
+                inp.feed(chunk)
+                inp.fast.emitted = inp.end
+                return []
+            self._owed += len(chunk)
+            self._owed_chunks += 1
+            tail = self._tail
+            tail.append(chunk)
             if index >= 0:
-                self._owed += len(chunk)
-                self._owed_chunks += 1
-                self._tail.append(chunk)
                 return [{"type": "region_chunk", "field": "tool_calls", "index": index, "text": chunk,
                          "dirty": False}]
-            inp = self._session.inp  # the parser waits for a bracket or a quote: nothing to report
-            inp.feed(chunk)
-            inp.fast.emitted = inp.end
-            return []
+            if len(tail) >= 256:
+                self._asm.text[self._field].compact()
+            return [{"type": "region_chunk", "field": self._field, "text": chunk, "dirty": False}]
         if self._done:
             raise RuntimeError("feed() after finish()")
         self._settle()
@@ -1345,26 +1337,12 @@ class MessageStream:
             self._hot, self._index, self._tail = fast.stop, call.index, call.args
 
     def _feed(self, chunk: str) -> list[dict[str, Any]]:
-        session = self._session
-        if not chunk:
-            return []
-        if session.result is not None:
-            session.inp.feed(chunk)
-            return []
-        tag = session.absorb(chunk)
+        out: list[dict[str, Any]] = []
+        tag = self._session.take(chunk)
         if tag is None:
-            out: list[dict[str, Any]] = []
-            self._asm.handle(session.resume(), out)
-            return out
-        if not tag:
-            return []
-        call = self._asm.current
-        if tag == "tool_args" and call is not None and call.announced:  # argument text, as it comes
-            call.args.append(chunk)
-            return [{"type": "region_chunk", "field": "tool_calls", "index": call.index, "text": chunk,
-                     "dirty": False}]
-        out = []
-        self._asm._chunk(tag, chunk, out)
+            self._asm.handle(self._session.inp.drain(), out)
+        elif tag:
+            self._asm._chunk(tag, chunk, out)
         return out
 
     def finish(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:

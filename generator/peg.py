@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable, Generator, Iterable, Sequence
 
 FAIL = -1
@@ -297,7 +298,7 @@ class Marker(Parser):
         return i + inp.base
 
     def first(self) -> tuple[str, ...]:
-        return tuple(self.before[len(self.before) - k:] + self.core for k in range(len(self.before) + 1))
+        return self._leads[::-1]
 
     def nullable(self) -> bool:
         return not self.core
@@ -368,20 +369,25 @@ class Choice(Parser):
     alternatives: Sequence[tuple[tuple[str, ...], Parser]]
     default: Parser | None = None
 
+    def _pick(self, inp: Input, pos: int) -> tuple[Parser | None, bool]:
+        """(the alternative whose guard is the longest the input starts with, else the default;
+        whether a longer guard may still match)."""
+        best: tuple[int, Parser] | None = None
+        pending = False
+        for guards, p in self.alternatives:
+            hit, more = _guard_state(inp, pos, guards)
+            pending = pending or more
+            if hit is not None and (best is None or len(hit) > best[0]):
+                best = (len(hit), p)
+        return (best[1] if best is not None else self.default), pending
+
     def run(self, inp: Input, pos: int) -> Run:
         while True:
-            best: tuple[int, Parser] | None = None
-            pending = False
-            for guards, p in self.alternatives:
-                hit, more = _guard_state(inp, pos, guards)
-                pending = pending or more
-                if hit is not None and (best is None or len(hit) > best[0]):
-                    best = (len(hit), p)
+            chosen, pending = self._pick(inp, pos)
             if pending and not inp.eof:
                 inp.wake = wake_for(inp, pos, (g for gs, _ in self.alternatives for g in gs))
                 yield NEED  # a longer guard may still match
                 continue
-            chosen = best[1] if best is not None else self.default
             if chosen is not None:
                 r = chosen.fast(inp, pos)
                 return (yield from chosen.run(inp, pos)) if r == SLOW else r
@@ -390,12 +396,7 @@ class Choice(Parser):
     def fast(self, inp: Input, pos: int) -> int:
         if not inp.eof:
             return SLOW
-        best: tuple[int, Parser] | None = None
-        for guards, p in self.alternatives:
-            hit, _ = _guard_state(inp, pos, guards)
-            if hit is not None and (best is None or len(hit) > best[0]):
-                best = (len(hit), p)
-        chosen = best[1] if best is not None else self.default
+        chosen = self._pick(inp, pos)[0]
         return chosen.fast(inp, pos) if chosen is not None else SLOW
 
     def first(self) -> tuple[str, ...] | None:
@@ -458,14 +459,11 @@ class Repeat(Parser):
         seps = guards_of(self.sep) if self.sep is not None else ()
         return self.closers + tuple(s + c for s in seps if s and not s.strip() for c in self.closers)
 
+    @cached_property
     def _guards(self) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None, tuple[str, ...]]:
-        """(guards of the first item, guards of another item, closers), computed once."""
-        g = self.__dict__.get("_guard_cache")
-        if g is None:
-            first = self.item.first()
-            g = self.__dict__["_guard_cache"] = (tuple(x for x in first if x) if first else None,
-                                                 self._continue_guards(), self._closers())
-        return g
+        """(guards of the first item, guards of another item, closers)."""
+        first = self.item.first()
+        return (tuple(x for x in first if x) if first else None), self._continue_guards(), self._closers()
 
     def _decision(self, inp: Input, pos: int, cont: tuple[str, ...] | None,
                   closers: tuple[str, ...]) -> bool | None:
@@ -489,14 +487,14 @@ class Repeat(Parser):
         return hit_s is None or len(hit_c) > len(hit_s)
 
     def _decide(self, inp: Input, pos: int, cont: tuple[str, ...] | None) -> Run:
-        closers = self._guards()[2]
+        closers = self._guards[2]
         while (go := self._decision(inp, pos, cont, closers)) is None:
             yield NEED
         return go
 
     def run(self, inp: Input, pos: int) -> Run:
         count = 0
-        start_guards, cont, _ = self._guards()
+        start_guards, cont, _ = self._guards
         if self.min == 0:
             go = yield from self._decide(inp, pos, start_guards)
             if not go:
@@ -521,7 +519,7 @@ class Repeat(Parser):
     def fast(self, inp: Input, pos: int) -> int:
         if not inp.eof:
             return SLOW
-        start_guards, cont, closers = self._guards()
+        start_guards, cont, closers = self._guards
         if self.min == 0 and not self._decision(inp, pos, start_guards, closers):
             return pos
         m = mark(inp)
@@ -680,6 +678,12 @@ _NUMBER_CHARS = "0123456789+-.eE"
 _CLOSING = {"{": "}", "[": "]", '"': '"'}
 
 
+def number_cut(text: str, i: int, end: int) -> bool:
+    """The C decoder read a number at ``i`` that goes on at ``end`` ("2." or "1e"): it took a
+    prefix of a number the scanner refuses (the scanner says where and why)."""
+    return end < len(text) and text[end] in _NUMBER_CHARS and text[i] in "-0123456789"
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -724,8 +728,8 @@ class JsonValue(Parser):
             return SLOW  # the scanner says where and why
         if end >= len(text) and not inp.eof and text[i] not in '"{[':
             return SLOW  # a number or literal may go on
-        if end < len(text) and text[end] in _NUMBER_CHARS and text[i] in "-0123456789":
-            return SLOW  # "2." or "1e": the decoder took a prefix of a number the scanner refuses
+        if number_cut(text, i, end):
+            return SLOW
         self._emit(inp, i + inp.base, end + inp.base)
         return end + inp.base
 
@@ -744,7 +748,7 @@ class JsonValue(Parser):
             except ValueError:
                 pass  # the scanner below says where and why
             else:
-                if not (end < len(text) and text[end] in _NUMBER_CHARS and text[i] in "-0123456789"):
+                if not number_cut(text, i, end):
                     self._emit(inp, start, end + inp.base)
                     return end + inp.base
         scan = _JsonScan(inp.tag(self.tag), pos)
@@ -811,7 +815,7 @@ class _JsonScan(_Fast):
                 m = _STRING_STOPS.search(text, i)
                 if m is None:
                     i = n
-                    break
+                    continue
                 i = m.end()
                 if m.group() == "\\":
                     state = _ESC
@@ -877,10 +881,6 @@ class _JsonScan(_Fast):
         else:
             self.state = state
             self.stop = _STRING_STOP if state == _STR else None
-            return None
-        if i >= n and state == _STR:  # the input ends inside a string
-            self.state = state
-            self.stop = _STRING_STOP
             return None
         self.state, self.result = state, i + base
         return i + base
@@ -1019,7 +1019,7 @@ class Session:
     def absorb(self, chunk: str) -> str | None:
         """Feeds ``chunk``; when the waiting parser's shortcut takes it whole (plain text of a
         region, or a JSON value that goes on), returns the tag it was emitted under ('' for
-        none) and the parser is not resumed; None when the parser must resume (``resume()``)."""
+        none) and the parser is not resumed; None when the parser must resume."""
         inp = self.inp
         fast = inp.fast
         if fast is None:
@@ -1046,21 +1046,25 @@ class Session:
                 inp.soft_pins.clear()
         return tag or ""
 
-    def resume(self) -> list[Event]:
-        self._resume()
-        if self.result is not None:
-            self.inp.fast = None
-        return self.inp.drain()
-
-    def feed(self, chunk: str) -> list[Event]:
+    def take(self, chunk: str) -> str | None:
+        """Feeds ``chunk``: the tag it was emitted under whole ('' for none), or None when the
+        parser resumed (its events wait in ``inp.events``)."""
         if not chunk:
-            return []
+            return ""
         if self.result is not None:
             self.inp.feed(chunk)
-            return []
+            return ""
         tag = self.absorb(chunk)
         if tag is None:
-            return self.resume()
+            self._resume()
+            if self.result is not None:
+                self.inp.fast = None
+        return tag
+
+    def feed(self, chunk: str) -> list[Event]:
+        tag = self.take(chunk)
+        if tag is None:
+            return self.inp.drain()
         return [("chunk", tag, chunk)] if tag else []
 
     def finish(self) -> tuple[int, list[Event]]:
