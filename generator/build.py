@@ -1027,8 +1027,9 @@ class Assembler:
             return
         call.args.append(text)
         if call.announced:
-            if not self.quiet:
-                out.append(self._region("region_chunk", "tool_calls", index=call.index, text=text, dirty=False))
+            if not self.quiet:  # (a literal: this is the streaming path of every argument chunk)
+                out.append({"type": "region_chunk", "field": "tool_calls", "index": call.index, "text": text,
+                            "dirty": False})
         else:
             call.pending.append(text)
 
@@ -1060,12 +1061,12 @@ class Assembler:
         call = self.current
         if call is None:
             return
-        if tag == "tool_name":
+        if tag == "tool_args":
+            self._emit_args(call, text, out)
+        elif tag == "tool_name":
             self._name.append(text)
         elif tag == "tool_id":
             self._id.append(text)
-        elif tag == "tool_args":
-            self._emit_args(call, text, out)
         elif tag == "args_literal":
             call.args_literal.append(text)
         elif tag == "arg_key":
