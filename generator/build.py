@@ -1273,9 +1273,10 @@ class MessageStream:
         # parser's input owes for it is settled before the next chunk that is not (``_settle``)
         self._hot: frozenset[str] | None = None
         self._tail: list[str] = []
+        self._since = 0  # content/reasoning: ``_tail[_since:]`` came by the hot path, the input owes for it
         self._field = ""
         self._index = -1  # the call whose arguments the text is; -1: content/reasoning; -2: none (a wait)
-        self._owed = 0
+        self._owed = 0  # characters and chunks the input owes (arguments; content compacted out of ``_tail``)
         self._owed_chunks = 0
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
@@ -1287,14 +1288,15 @@ class MessageStream:
                 inp.feed(chunk)
                 inp.fast.emitted = inp.end
                 return []
-            self._owed += len(chunk)
-            self._owed_chunks += 1
             tail = self._tail
             tail.append(chunk)
             if index >= 0:
+                self._owed += len(chunk)
+                self._owed_chunks += 1
                 return [{"type": "region_chunk", "field": "tool_calls", "index": index, "text": chunk,
                          "dirty": False}]
             if len(tail) >= 256:
+                self._count_owed()
                 self._asm.text[self._field].compact()
             return [{"type": "region_chunk", "field": self._field, "text": chunk, "dirty": False}]
         if self._done:
@@ -1304,9 +1306,20 @@ class MessageStream:
         self._arm()
         return out
 
+    def _count_owed(self) -> None:
+        """What the hot path owes for the chunks in ``_tail`` (counted here, not per chunk)."""
+        tail, since = self._tail, self._since
+        n = len(tail) - since
+        if n > 0:
+            self._owed_chunks += n
+            self._owed += len(tail[since]) if n == 1 else sum(map(len, tail[since:]))
+            self._since = len(tail)
+
     def _settle(self) -> None:
         """The input positions the hot path owes: its chunks were emitted, nothing of them is
         read again."""
+        if self._index == -1 and self._hot is not None and len(self._tail) > self._since:
+            self._count_owed()
         if self._owed_chunks:
             inp = self._session.inp
             inp.end += self._owed
@@ -1332,6 +1345,7 @@ class MessageStream:
         fld = FIELD.get(fast.tag)
         if fld is not None:
             self._hot, self._field, self._index, self._tail = fast.stop, fld, -1, self._asm.text[fld].tail
+            self._since = len(self._tail)
             return
         call = self._asm.current
         if fast.tag == "tool_args" and call is not None and call.announced:
