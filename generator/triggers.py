@@ -31,7 +31,10 @@ def _names(tools: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def grammar_triggers(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """``[{"type": "word"|"pattern", "value": ...}]`` that start the grammar."""
+    """``[{"type": "word"|"pattern", "value": ...}]`` that start the grammar.
+
+    Patterns group with ``(?:...)`` only: llama.cpp starts the grammar at a pattern's first
+    capturing group when it has one (see :func:`trigger_start`)."""
     ts = analysis.tool_call_structure
     start = ts.tool_section_start.strip()
     if start:
@@ -53,11 +56,11 @@ def grammar_triggers(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, An
             names = "|".join(re.escape(n) for n in _names(tools))
             if second is not None and second.kind == "name" and names:
                 head = r"\s*".join(re.escape(x) for x in lead.split())
-                return [{"type": "pattern", "value": f"{head}({names})"}]
+                return [{"type": "pattern", "value": f"{head}(?:{names})"}]
             return [{"type": "word", "value": lead}]
     if first is not None and first.kind == "name" and _names(tools):
         # calls start with the bare name (recipient-based, pythonic lists without brackets)
-        return [{"type": "pattern", "value": "(" + "|".join(re.escape(n) for n in _names(tools)) + ")"}]
+        return [{"type": "pattern", "value": "(?:" + "|".join(re.escape(n) for n in _names(tools)) + ")"}]
     return []
 
 
@@ -86,19 +89,22 @@ def preserved_tokens(analysis: TemplateAnalysis) -> list[str]:
 
 
 def trigger_start(text: str, triggers: Sequence[dict[str, str]]) -> int | None:
-    """Where a lazy grammar starts in ``text``, as llama.cpp decides: the leftmost match of any
-    word or pattern trigger (the grammar sees the text from the match on), or the first group's
-    start when a ``pattern_full`` trigger matches the whole text; None when nothing triggers.
+    """Where a lazy grammar starts in ``text``, as llama.cpp decides: at the leftmost match of
+    any word or pattern trigger, or at a ``pattern_full`` trigger that matches the whole text;
+    the grammar sees the text from the match's first non-empty capturing group on, else from
+    the match's start. None when nothing triggers.
 
     Example::
 
         >>> trigger_start("Sure. <tool_call>{...}", [{"type": "word", "value": "<tool_call>"}])
         6
     """
-    anywhere = [re.escape(t["value"]) if t["type"] == "word" else t["value"]
-                for t in triggers if t["type"] in ("word", "pattern")]
+    def start(m: re.Match[str]) -> int:
+        return next((m.start(i) for i in range(1, m.re.groups + 1) if m.group(i)), m.start())
+
     for t in triggers:
         if t["type"] == "pattern_full" and (m := re.fullmatch(t["value"], text)):
-            return next((m.start(i) for i in range(1, (m.re.groups or 0) + 1) if m.group(i)), 0)
-    m = re.search("|".join(f"(?:{a})" for a in anywhere), text) if anywhere else None
-    return m.start() if m else None
+            return start(m)
+    found = [m for t in triggers if t["type"] in ("word", "pattern")
+             if (m := re.search(re.escape(t["value"]) if t["type"] == "word" else t["value"], text))]
+    return start(min(found, key=lambda m: m.start())) if found else None

@@ -219,9 +219,14 @@ def test_trigger_start_follows_llama_cpp() -> None:
     words = [{"type": "word", "value": "<tool_call>"}]
     assert trigger_start("hi <tool_call>{}", words) == 3
     assert trigger_start("no call", words) is None
-    pattern = [{"type": "pattern", "value": r'\{\s*"name":\s*"(get_weather|search_docs)'}]
-    assert trigger_start('x {"name": "get_weather"}', pattern) == 2  # from the match, not the group
+    pattern = [{"type": "pattern", "value": r'\{\s*"name":\s*"(?:get_weather|search_docs)'}]
+    assert trigger_start('x {"name": "get_weather"}', pattern) == 2  # from the match
     assert trigger_start('x {"name": "other"}', pattern) is None
+    # with a capturing group, from the group (llama.cpp's lazy grammar, src/llama-grammar.cpp)
+    grouped = [{"type": "pattern", "value": r'\{\s*"name":\s*"(get_weather|search_docs)'}]
+    assert trigger_start('x {"name": "get_weather"}', grouped) == 12
+    full = [{"type": "pattern_full", "value": r'[\s\S]*?(\[)[\s\S]*'}]
+    assert trigger_start('say [f()]', full) == 4
 
 
 def test_compare_classifies_changes() -> None:
