@@ -764,8 +764,39 @@ class GrammarPlan:
     parallel: bool
 
 
+def split_turn_end(analysis: TemplateAnalysis) -> tuple[TemplateAnalysis, str]:
+    r"""(the analysis with its tool section end cut before an end-of-turn marker the end holds,
+    the cut-off rest).
+
+    Some templates close the section and the turn in one piece (``\n]\n</tool_call></s>\n``).
+    The model stops at that marker, which is often its end-of-sequence token: a server strips it
+    from the output, and a grammar cannot match it. So it belongs to the turn, and only the
+    part before it closes the section. Example::
+
+        >>> from dataclasses import replace
+        >>> from analyzer import analyze_template
+        >>> a = analyze_template("templates/chatml-think.jinja")
+        >>> ts = replace(a.tool_call_structure, tool_section_end="]</tool_call><|im_end|>\n")
+        >>> cut, rest = split_turn_end(replace(a, tool_call_structure=ts))
+        >>> cut.tool_call_structure.tool_section_end, rest
+        (']</tool_call>', '<|im_end|>\n')
+    """
+    from dataclasses import replace
+
+    ts = analysis.tool_call_structure
+    turn_ends = {t for x in (analysis.end_of_turn, analysis.final_suffix) for t in tokenize(x) if is_marker(t)}
+    toks = tokenize(ts.tool_section_end)
+    cut = next((i for i, t in enumerate(toks) if t in turn_ends), None)
+    if cut is None:
+        return analysis, ""
+    end = "".join(toks[:cut])
+    ts = replace(ts, tool_section_end=end if end.strip() else "")
+    return replace(analysis, tool_call_structure=ts), "".join(toks[cut:])
+
+
 def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, tools_enabled: bool,
                           parallel: bool) -> Parser:
+    analysis, turn_end = split_turn_end(analysis)
     cs = analysis.content_structure
     ts = analysis.tool_call_structure
     alts: list[tuple[tuple[str, ...], Parser]] = []
@@ -810,7 +841,7 @@ def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, to
         if channel is not None:  # the same call with its header attributes in another order
             alts.append(((channel[1],), _channel_call(ts, channel)))
             stops.append(Marker(channel[1]))
-    ends = [analysis.end_of_turn]
+    ends = [analysis.end_of_turn] + ([turn_end] if tools_enabled and turn_end else [])
     if tools_enabled and ts.supports_tools and _turn_end_like(ts):
         ends.append(ts.tool_section_end)  # ends a tool-call turn; may follow content written after calls
     final = analysis.final_suffix

@@ -530,6 +530,9 @@ def build_gbnf(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]] | 
     covers the whole output: free reasoning (when the prompt opened it), free content, then
     the tool section (mandatory when ``tool_choice="required"``).
     """
+    from .build import split_turn_end
+
+    analysis = split_turn_end(analysis)[0]  # the model stops at the turn's end: not in the grammar
     ts = analysis.tool_call_structure
     if tool_choice == "none" or not tools or not ts.supports_tools or not ts.call_parts:
         return None
