@@ -19,22 +19,30 @@ import ctypes
 import importlib
 import math
 import os
+import re
 import tempfile
+from bisect import bisect_right
+from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from .triggers import trigger_start
 
-__all__ = ["EngineError", "LLGuidanceChecker", "LlamaCppChecker", "llama_cpp_available", "grammar_verdict"]
+__all__ = ["EngineError", "LLGuidanceChecker", "LlamaCppChecker", "LlamaCppWorker", "LlamaRun", "llama_cpp_available",
+           "llama_cpp_pattern", "grammar_verdict", "llama_cpp_verdict"]
 
 
 class EngineError(ValueError):
     """An engine refused a grammar (or could not be set up); the message names the engine."""
 
     def __init__(self, engine: str, message: str) -> None:
-        self.engine = engine
+        self.engine, self.message = engine, message
         super().__init__(f"{engine}: {message.strip()}")
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:  # crosses process boundaries whole
+        return EngineError, (self.engine, self.message)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,13 +169,33 @@ def grammar_verdict(checker: Any, params: Any, generated: str, with_calls: bool,
         return "fail", "no trigger fires before the tool calls", generated
     text = generated[start:]
     end, consumed = accepted_prefix(checker, text)
+    return _prefix_verdict(getattr(checker, "engine", "llguidance"), params, text, end, consumed, tool_names)
+
+
+def _prefix_verdict(engine: str, params: Any, text: str, end: int, consumed: int,
+                    tool_names: Sequence[str]) -> tuple[str, str, str]:
+    """Pass when the grammar accepted ``text[:end]`` and no tool call is left after it."""
     rest = text[end:] if end >= 0 else text
     if end >= 0 and not any(n in rest for n in tool_names) and (
             not params.grammar_lazy or trigger_start(rest, params.grammar_triggers) is None):
         return "pass", "", text[:end]
-    where = f"llguidance refuses the byte at character {consumed}: …{text[max(0, consumed - 30):consumed]!r} ▸ " \
-            f"{text[consumed:consumed + 30]!r}" if consumed < len(text) else "llguidance needs more text at the end"
+    where = f"{engine} refuses the text at character {consumed}: …{text[max(0, consumed - 30):consumed]!r} ▸ " \
+            f"{text[consumed:consumed + 30]!r}" if consumed < len(text) else f"{engine} needs more text at the end"
     return "fail", where, text
+
+
+def llama_cpp_verdict(run: LlamaRun, params: Any, generated: str, with_calls: bool,
+                      tool_names: Sequence[str]) -> tuple[str, str, str]:
+    """``grammar_verdict`` for llama.cpp, which was fed the whole output: a lazy grammar found
+    its trigger itself, with its own patterns (``LlamaCppChecker(..., triggers=...)``). It must
+    have started (refused EOS somewhere) in an output with calls, and never in one without."""
+    if params.grammar_lazy and not with_calls:
+        if run.constrained or run.consumed < run.stop:
+            return "fail", "llama.cpp's lazy grammar starts in an output without tool calls", generated
+        return "pass", "no trigger fires", ""
+    if params.grammar_lazy and not run.constrained:
+        return "fail", "llama.cpp's lazy grammar never starts: no trigger pattern matches", generated
+    return _prefix_verdict("llama.cpp", params, generated, run.end, run.consumed, tool_names)
 
 
 
@@ -207,7 +235,9 @@ class _StderrCapture:
 def _load_vocab(path: str) -> tuple[Any, Any]:
     """(model, vocab) of a vocab-only GGUF, loaded once per path and kept for the process."""
     import llama_cpp as ll
+    from llama_cpp._logger import set_verbose
 
+    set_verbose(False)  # errors only (a grammar's refusal); not the lazy grammar's per-token debug lines
     ll.llama_backend_init()
     params = ll.llama_model_default_params()
     params.vocab_only = True
@@ -241,7 +271,8 @@ class LlamaCppChecker:
 
     engine = "llama.cpp"
 
-    def __init__(self, gbnf: str, vocab_path: str | os.PathLike[str]) -> None:
+    def __init__(self, gbnf: str, vocab_path: str | os.PathLike[str],
+                 triggers: Sequence[dict[str, str]] | None = None) -> None:
         if not llama_cpp_available():
             raise EngineError(self.engine, "llama_cpp (llama-cpp-python) is not installed")
         import llama_cpp as ll
@@ -250,26 +281,36 @@ class LlamaCppChecker:
         self.gbnf = gbnf
         self.vocab_path = Path(vocab_path)
         self._model, self._vocab = _load_vocab(str(self.vocab_path))
+        # a lazy grammar: llama.cpp's own trigger patterns (std::regex), as its server builds them
+        self.patterns = None if triggers is None else [llama_cpp_pattern(t) for t in triggers]
         sampler = self._new_sampler()
         ll.llama_sampler_free(sampler)
 
     def _new_sampler(self) -> Any:
+        ll = self._ll
         with _StderrCapture() as log:
-            sampler = self._ll.llama_sampler_init_grammar(self._vocab, self.gbnf.encode("utf-8"), b"root")
+            if self.patterns is None:
+                sampler = ll.llama_sampler_init_grammar(self._vocab, self.gbnf.encode("utf-8"), b"root")
+            else:
+                patterns = (ctypes.c_char_p * max(1, len(self.patterns)))(*(p.encode("utf-8") for p in self.patterns))
+                sampler = ll.llama_sampler_init_grammar_lazy_patterns(
+                    self._vocab, self.gbnf.encode("utf-8"), b"root", patterns, len(self.patterns),
+                    (ll.llama_token * 1)(), 0)
         if not sampler:
             reason = log.text.strip() or "no reason printed"
             raise EngineError(self.engine, f"grammar refused: {reason[:2000]}")
         return sampler
 
-    def tokenize(self, text: str) -> list[int]:
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        """Token ids of ``text``; with ``special``, special tokens written in it are parsed."""
         ll = self._ll
         data = text.encode("utf-8")
         size = len(data) + 16
         buffer = (ll.llama_token * size)()
-        n = ll.llama_tokenize(self._vocab, data, len(data), buffer, size, False, True)
+        n = ll.llama_tokenize(self._vocab, data, len(data), buffer, size, False, special)
         if n < 0:
             buffer = (ll.llama_token * -n)()
-            n = ll.llama_tokenize(self._vocab, data, len(data), buffer, -n, False, True)
+            n = ll.llama_tokenize(self._vocab, data, len(data), buffer, -n, False, special)
         return list(buffer[:n])
 
     def _allowed(self, sampler: Any, token: int) -> bool:
@@ -281,14 +322,181 @@ class LlamaCppChecker:
 
     def accepts(self, text: str) -> bool:
         """True iff every token of ``text`` is allowed in turn and EOS is allowed after the last."""
+        return self.run(text).end == len(text)
+
+    def accepted_prefix(self, text: str) -> tuple[int, int]:
+        """(end of the longest prefix, at a token boundary, after which EOS is allowed, -1 for
+        none; characters of the tokens allowed before the first refused one), as
+        ``LLGuidanceChecker.accepted_prefix``."""
+        r = self.run(text)
+        return r.end, r.consumed
+
+    def piece(self, token: int) -> bytes:
         ll = self._ll
+        buffer = ctypes.create_string_buffer(64)
+        n = ll.llama_token_to_piece(self._vocab, token, buffer, 64, 0, True)
+        if n < 0:
+            buffer = ctypes.create_string_buffer(-n)
+            n = ll.llama_token_to_piece(self._vocab, token, buffer, -n, 0, True)
+        return buffer.raw[:n]
+
+    def run(self, text: str, stops: Collection[str] | None = None) -> LlamaRun:
+        """Feeds the tokens of ``text`` one by one (see ``LlamaRun``). A text holding an
+        end-of-generation token is fed up to it: that token is where the output stops. With
+        ``stops`` (the template's own end-of-turn markers), an end-of-generation token of this
+        vocabulary that is not one of them is fed as plain text: it is this vocabulary's, not
+        the model's.
+
+        A refused token that spans several characters is tried again character by character: the
+        vocabulary merges text across the end of what the grammar covers (``>`` of a closing tag
+        with the ``<`` of the end-of-turn text after it) where a model would have stopped after
+        the ``>``."""
+        ll = self._ll
+        tokens = self.tokenize(text)
+        queue = list(zip(tokens, map(self.piece, tokens)))
+        if b"".join(p for _, p in queue) != text.encode("utf-8"):
+            raise EngineError(self.engine, f"the vocabulary does not give back the text it tokenized: {text[:80]!r}")
+        # characters wholly before each byte offset
+        ends = list(accumulate(len(c.encode("utf-8")) for c in text))
+        eos = ll.llama_vocab_eos(self._vocab)
         sampler = self._new_sampler()
         try:
-            for token in self.tokenize(text):
-                # never accept a rejected token: llama.cpp aborts the process on that
+            # a lazy grammar allows EOS anywhere before its trigger: only an EOS allowed after
+            # the grammar has refused one (it is at work) ends an accepted prefix
+            lazy = self.patterns is not None
+            end = 0 if not lazy and self._allowed(sampler, eos) else -1
+            consumed, refused_eos, at, stop, i = 0, False, 0, len(text), 0
+            while i < len(queue):
+                token, piece = queue[i]
+                if ll.llama_vocab_is_eog(self._vocab, token):
+                    if stops is not None and piece.decode("utf-8", "replace") not in stops:
+                        queue[i:i + 1] = [(t, self.piece(t)) for t in self.tokenize(piece.decode("utf-8"), special=False)]
+                        continue
+                    stop = bisect_right(ends, at)
+                    break
+                # never accept a refused token: llama.cpp aborts the process on that
                 if not self._allowed(sampler, token):
-                    return False
+                    first, last = bisect_right(ends, at), bisect_right(ends, at + len(piece))
+                    whole = ends[first - 1] if first else 0
+                    if last - first < 2 or whole != at or ends[last - 1] != at + len(piece):
+                        break
+                    queue[i:i + 1] = [(t, self.piece(t)) for c in text[first:last]
+                                      for t in self.tokenize(c, special=False)]
+                    continue
+                inner = self._inner_end(sampler, text, ends, at, piece) if refused_eos or not lazy else -1
                 ll.llama_sampler_accept(sampler, token)
-            return self._allowed(sampler, ll.llama_vocab_eos(self._vocab))
+                at += len(piece)
+                consumed = bisect_right(ends, at)
+                i += 1
+                if not self._allowed(sampler, eos):
+                    refused_eos = True
+                    end = max(end, inner)
+                elif refused_eos or not lazy:
+                    end = consumed
+            return LlamaRun(end, consumed, refused_eos, stop)
         finally:
             ll.llama_sampler_free(sampler)
+
+    def _inner_end(self, sampler: Any, text: str, ends: list[int], at: int, piece: bytes) -> int:
+        """The last character inside a token of several after which the grammar allows EOS
+        (-1 for none), tried on a copy of the sampler one character at a time: where the
+        grammar ends inside a token the vocabulary merged with what follows."""
+        first, last = bisect_right(ends, at), bisect_right(ends, at + len(piece))
+        if last - first < 2:
+            return -1
+        ll, eos, best = self._ll, self._ll.llama_vocab_eos(self._vocab), -1
+        probe = ll.llama_sampler_clone(sampler)
+        try:
+            for k in range(first, last - 1):
+                for t in self.tokenize(text[k], special=False):
+                    if not self._allowed(probe, t):
+                        return best
+                    ll.llama_sampler_accept(probe, t)
+                if self._allowed(probe, eos):
+                    best = k + 1
+            return best
+        finally:
+            ll.llama_sampler_free(probe)
+
+
+@dataclass(frozen=True)
+class LlamaRun:
+    """What llama.cpp's sampler made of a text: ``end`` and ``consumed`` as in
+    ``accepted_prefix`` (for a lazy grammar, ``end`` counts only once the grammar is at work);
+    ``constrained``: EOS was refused after some token, i.e. the grammar was
+    at work (a lazy grammar that never triggers allows EOS everywhere); ``stop``: where feeding
+    stopped, at an end-of-generation token or the end of the text."""
+
+    end: int
+    consumed: int
+    constrained: bool
+    stop: int
+
+
+def llama_cpp_pattern(trigger: dict[str, str]) -> str:
+    r"""A trigger as the std::regex pattern llama.cpp's server hands to the lazy grammar
+    (``common/sampling.cpp``): a word escaped, a pattern as it is, a full pattern anchored.
+
+    Example::
+
+        >>> print(llama_cpp_pattern({"type": "word", "value": "[TOOL_CALLS]"}))
+        \[TOOL_CALLS\]
+        >>> print(llama_cpp_pattern({"type": "pattern_full", "value": r"\s*(\{)[\s\S]*"}))
+        ^\s*(\{)[\s\S]*$
+    """
+    value = trigger["value"]
+    if trigger["type"] == "word":
+        return re.sub(r"[.^$|()*+?\[\]{}\\]", lambda m: "\\" + m.group(), value)
+    if trigger["type"] == "pattern_full":
+        return ("" if value.startswith("^") else "^") + value + ("" if value.endswith("$") else "$")
+    return value
+
+
+def _llama_cpp_runs(gbnf: str, vocab_path: str, triggers: Sequence[dict[str, str]] | None,
+                    texts: Sequence[str], stops: Collection[str] | None) -> list[LlamaRun]:
+    os.environ["GGML_NO_BACKTRACE"] = "1"  # an abort is expected here: no gdb backtrace on stderr
+    checker = LlamaCppChecker(gbnf, vocab_path, triggers)
+    return [checker.run(t, stops) for t in texts]
+
+
+class LlamaCppWorker:
+    """``LlamaCppChecker`` runs in a child process.
+
+    llama.cpp does not always fail softly. On some inputs it aborts its whole process: a trigger
+    pattern that std::regex cannot compile, or a lazy grammar whose trigger text the grammar
+    refuses (the C++ exception crosses the C API). In the child, such an abort fails one call
+    with an ``EngineError``, and the next call starts a new child. The child keeps the vocabulary
+    loaded between calls.
+    """
+
+    def __init__(self, vocab_path: str | os.PathLike[str], timeout: float = 600.0) -> None:
+        self.vocab_path = str(vocab_path)
+        self.timeout = timeout
+        self._pool: Any = None
+
+    def runs(self, gbnf: str, texts: Sequence[str], triggers: Sequence[dict[str, str]] | None = None,
+             stops: Collection[str] | None = None) -> list[LlamaRun]:
+        """``LlamaCppChecker(gbnf, vocab, triggers).run(t, stops)`` for each text."""
+        import concurrent.futures as cf
+        import multiprocessing
+
+        if self._pool is None:
+            self._pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+        future = self._pool.submit(_llama_cpp_runs, gbnf, self.vocab_path, triggers, list(texts),
+                                   None if stops is None else list(stops))
+        try:
+            return future.result(timeout=self.timeout)
+        except cf.process.BrokenProcessPool:
+            self.close()
+            raise EngineError("llama.cpp", "aborted its process on this grammar or text") from None
+        except cf.TimeoutError:
+            self.close(kill=True)
+            raise EngineError("llama.cpp", f"no answer within {self.timeout:g} s") from None
+
+    def close(self, kill: bool = False) -> None:
+        if self._pool is not None:
+            if kill:
+                for process in list(getattr(self._pool, "_processes", {}).values()):
+                    process.kill()
+            self._pool.shutdown(wait=not kill, cancel_futures=True)
+            self._pool = None

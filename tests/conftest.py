@@ -54,3 +54,33 @@ def fixed_points_of(path: Path) -> dict:
 @pytest.fixture
 def fixed_points():
     return fixed_points_of
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` (the llama.cpp extended check) run only when asked for with
+    ``-m slow`` (or any ``-m`` expression naming it)."""
+    if "slow" in (config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="extended check: run with -m slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def llama_vocab() -> Path:
+    """The vocab-only GGUF llama.cpp checks tokenize with; skips, saying why, without
+    llama-cpp-python or without the vocabularies ``fetch-corpus`` extracts."""
+    from analyzer.corpus import CorpusError, vocab_dir
+    from generator.engines import llama_cpp_available
+
+    if not llama_cpp_available():
+        pytest.skip("llama_cpp (llama-cpp-python) is not installed; build it with "
+                    "CMAKE_ARGS=-DLLAVA_BUILD=OFF pip install llama-cpp-python==0.3.36 (about 8 min)")
+    try:
+        path = vocab_dir() / "ggml-vocab-qwen2.gguf"
+    except CorpusError as e:
+        pytest.skip(f"no llama.cpp test vocabulary: {e}")
+    if not path.is_file():
+        pytest.skip(f"{path} is missing; run `fetch-corpus`")
+    return path

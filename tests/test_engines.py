@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from generator.engines import EngineError, LLGuidanceChecker, LlamaCppChecker, llama_cpp_available
+from generator.engines import EngineError, LLGuidanceChecker, LlamaCppChecker
 from generator.gbnf_check import check_gbnf
 
 # The notes' test grammar (shared/notes/dependencies.md, section 2): one get_weather call with a
@@ -210,24 +210,9 @@ TAKEN_BY_LLAMA_CPP = {"duplicate-rule", "repetition-max-unbounded", "bad-codepoi
 HANGS_LLAMA_CPP = {"left-recursion", "nullable-repetition", "repetition-range"}
 
 
-def _qwen2_vocab():
-    if not llama_cpp_available():
-        pytest.skip("llama_cpp (llama-cpp-python) is not installed; build it with "
-                    "CMAKE_ARGS=-DLLAVA_BUILD=OFF pip install llama-cpp-python==0.3.36 (about 8 min)")
-    from analyzer.corpus import CorpusError, vocab_dir
-
-    try:
-        path = vocab_dir() / "ggml-vocab-qwen2.gguf"
-    except CorpusError as e:
-        pytest.skip(f"no llama.cpp test vocabulary: {e}")
-    if not path.is_file():
-        pytest.skip(f"{path} is missing; run `fetch-corpus`")
-    return path
-
-
 @pytest.fixture(scope="module")
-def llama_tool_call() -> LlamaCppChecker:
-    return LlamaCppChecker(TOOL_CALL_GBNF, _qwen2_vocab())
+def llama_tool_call(llama_vocab) -> LlamaCppChecker:
+    return LlamaCppChecker(TOOL_CALL_GBNF, llama_vocab)
 
 
 @pytest.mark.parametrize("text,expected", CASES)
@@ -235,8 +220,8 @@ def test_llama_cpp_tool_call(llama_tool_call, text, expected):
     assert llama_tool_call.accepts(text) is expected
 
 
-def test_llama_cpp_refusals_match_our_checker():
-    vocab = _qwen2_vocab()
+def test_llama_cpp_refusals_match_our_checker(llama_vocab):
+    vocab = llama_vocab
     for grammar in ['root ::= root "a" | "b"\n', 'root ::= "a"\n  | "b"\n', 'root ::= b\n', 'start ::= "x"\n']:
         assert check_gbnf(grammar, portable=False) != []
         with pytest.raises(EngineError) as raised:
@@ -248,14 +233,9 @@ def test_llama_cpp_refusals_match_our_checker():
     assert LlamaCppChecker('ws ::= | " "\nroot ::= "x" ws\n', vocab).accepts("x")
 
 
-@pytest.fixture(scope="module")
-def qwen2_vocab():
-    return _qwen2_vocab()
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(grammar=grammars())
-def test_checker_follows_llama_cpp_on_validity(qwen2_vocab, grammar):
+def test_checker_follows_llama_cpp_on_validity(llama_vocab, grammar):
     codes = {issue.code for issue in check_gbnf(grammar, portable=False)}
     assume(not codes & HANGS_LLAMA_CPP)
     assume("<think>" not in grammar)  # token syntax depends on the vocabulary
@@ -263,7 +243,7 @@ def test_checker_follows_llama_cpp_on_validity(qwen2_vocab, grammar):
     # (it depends on symbol ids); we always report it
     assume("{0}" not in grammar)
     try:
-        LlamaCppChecker(grammar, qwen2_vocab)
+        LlamaCppChecker(grammar, llama_vocab)
         taken = True
     except EngineError:
         taken = False

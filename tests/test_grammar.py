@@ -9,7 +9,8 @@ For every template whose tool calls render:
 * outputs the template renders for broken calls are refused: an unknown tool name, a missing
   required argument, a value outside the enum, and (JSON arguments) a string without quotes.
 
-llama.cpp itself is the extended check in ``benchmarks/`` (it has to be compiled).
+llama.cpp itself is the extended check, the tests marked ``slow`` (it has to be compiled; see
+``llama_vocab`` in conftest.py): ``python -m pytest -m slow tests/test_grammar.py``.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ import pytest
 
 from analyzer import load_template
 from analyzer.caps import tool_call_messages, tool_forms
+from analyzer.markers import is_marker, tokenize
 from analyzer.prober import Prober
 from analyzer.roundtrip import RT_TOOLS, generated_text, kwargs_for
 from analyzer.structures import ArgumentFormat
 from generator import generate_parser
-from generator.engines import LLGuidanceChecker, grammar_verdict
+from generator.engines import EngineError, LLGuidanceChecker, LlamaCppWorker, grammar_verdict, llama_cpp_verdict
 from generator.gbnf_check import check_gbnf
 
 NAMES = [t["function"]["name"] for t in RT_TOOLS]
@@ -78,22 +80,21 @@ def _render(loaded, analysis, enable: bool, calls: list[tuple[str, dict, str]], 
     return cut[1] if cut else None
 
 
-def test_grammar_refuses_broken_calls(corpus_entry, analyzed, fixed_points):
-    fixed = fixed_points(corpus_entry.path)
-    analysis = analyzed(corpus_entry.path)
+def _broken_calls(entry, analyzed, fixed_points):
+    """(params, valid output, {what is broken: output}) for the enum tool, rendered the way the
+    template renders its fixed point's tool call; skips when there is none."""
+    fixed = fixed_points(entry.path)
+    analysis = analyzed(entry.path)
     r = fixed.get("tool_call") if fixed else None
     if r is None or r.skipped or not r.ok:
         pytest.skip("no rendered tool call to start from")
     enable = r.enable_thinking
     params = generate_parser(analysis, tools=ENUM_TOOLS, enable_thinking=enable)
-    checker = LLGuidanceChecker(params.grammar)
-    loaded = load_template(corpus_entry.path)
+    loaded = load_template(entry.path)
     good = {"city": "Paris", "units": "metric"}
     valid = _render(loaded, analysis, enable, [("set_units", good, "callU0001")], ENUM_TOOLS)
     if valid is None or "set_units" not in valid or "metric" not in valid:
         pytest.skip("the template does not render this call the way it renders the probes")
-    status, note, _ = grammar_verdict(checker, params, valid, True, ["set_units"])
-    assert status == "pass", f"valid call refused: {note}"
     broken: dict[str, str | None] = {
         "unknown tool name": _render(loaded, analysis, enable, [("set_unitz", good, "callU0001")], ENUM_TOOLS),
         "missing required argument": _render(loaded, analysis, enable, [("set_units", {"units": "metric"},
@@ -104,10 +105,85 @@ def test_grammar_refuses_broken_calls(corpus_entry, analyzed, fixed_points):
     ts = analysis.tool_call_structure
     if ts.argument_format == ArgumentFormat.JSON and '"Paris"' in valid:
         broken["string without quotes (invalid JSON)"] = valid.replace('"Paris"', "Paris", 1)
+    return params, valid, {what: text for what, text in broken.items() if text is not None}
+
+
+def test_grammar_refuses_broken_calls(corpus_entry, analyzed, fixed_points):
+    params, valid, broken = _broken_calls(corpus_entry, analyzed, fixed_points)
+    checker = LLGuidanceChecker(params.grammar)
+    status, note, _ = grammar_verdict(checker, params, valid, True, ["set_units"])
+    assert status == "pass", f"valid call refused: {note}"
     for what, text in broken.items():
-        if text is None:
-            continue
         status, note, fed = grammar_verdict(checker, params, text, True, ["set_units", "set_unitz"])
+        assert status == "fail", f"{what}: accepted {fed!r}"
+
+
+# -- llama.cpp: the extended check (pytest -m slow; needs llama-cpp-python and fetch-corpus) -------
+#
+# llama.cpp is fed each whole output. With a lazy grammar it finds the start itself, with the
+# trigger patterns as its server builds them, so this also checks the triggers: they compile as
+# std::regex, fire before the calls, and never fire in an output without calls. Tokens come from
+# a real vocabulary (Qwen2), with its special tokens.
+
+NO_CALLS = ("content", "reasoning+content")
+
+
+@pytest.fixture(scope="module")
+def llama_worker(llama_vocab):
+    worker = LlamaCppWorker(llama_vocab)
+    yield worker
+    worker.close()
+
+
+def _turn_ends(analysis) -> set[str]:
+    """The markers at which the model stops (its end of turn): where llama.cpp stops feeding."""
+    return {t for x in (analysis.end_of_turn, analysis.final_suffix) for t in tokenize(x) if is_marker(t)}
+
+
+def _llama_runs(worker, params, texts, analysis):
+    try:
+        return worker.runs(params.grammar, texts, params.grammar_triggers if params.grammar_lazy else None,
+                           _turn_ends(analysis))
+    except EngineError as e:
+        pytest.fail(f"{e} (triggers {params.grammar_triggers})")
+
+
+@pytest.mark.slow
+def test_llama_cpp_accepts_rendered_outputs(corpus_entry, analyzed, fixed_points, llama_worker):
+    fixed = fixed_points(corpus_entry.path)
+    if not fixed:
+        pytest.skip("no analysis (its error is checked by test_golden)")
+    analysis = analyzed(corpus_entry.path)
+    by_setting: dict[bool, list[tuple[str, str]]] = {}
+    for name in SCHEMA_VALID + NO_CALLS:
+        r = fixed.get(name)
+        if r is None or r.skipped or not r.ok or bool(r.parsed.get("tool_calls")) != (name not in NO_CALLS):
+            continue
+        by_setting.setdefault(r.enable_thinking, []).append((name, r.generated))
+    checked = 0
+    for enable, outputs in by_setting.items():
+        params = generate_parser(analysis, tools=RT_TOOLS, enable_thinking=enable)
+        if not params.grammar or not any(name not in NO_CALLS for name, _ in outputs):
+            continue
+        runs = _llama_runs(llama_worker, params, [text for _, text in outputs], analysis)
+        for (name, text), run in zip(outputs, runs):
+            if name not in NO_CALLS and run.stop < min((i for n in NAMES if (i := text.find(n)) >= 0), default=len(text)):
+                continue  # the template ends the turn before its calls: a model stops there
+            status, note, fed = llama_cpp_verdict(run, params, text, name not in NO_CALLS, NAMES)
+            assert status == "pass", f"{name} (enable_thinking={enable}): {note}\nfed: {fed!r}"
+            checked += 1
+    if not checked:
+        pytest.skip("no tool-call output to check (the template renders no calls)")
+
+
+@pytest.mark.slow
+def test_llama_cpp_refuses_broken_calls(corpus_entry, analyzed, fixed_points, llama_worker):
+    params, valid, broken = _broken_calls(corpus_entry, analyzed, fixed_points)
+    runs = _llama_runs(llama_worker, params, [valid, *broken.values()], analyzed(corpus_entry.path))
+    status, note, _ = llama_cpp_verdict(runs[0], params, valid, True, ["set_units"])
+    assert status == "pass", f"valid call refused: {note}"
+    for (what, text), run in zip(broken.items(), runs[1:]):
+        status, note, fed = llama_cpp_verdict(run, params, text, True, ["set_units", "set_unitz"])
         assert status == "fail", f"{what}: accepted {fed!r}"
 
 

@@ -113,7 +113,6 @@ def test_text_around_calls_stays_in_order():
 
 def test_reasoning_forced_open_keeps_a_cut_off_thought():
     """A forced-open prompt: output before the end marker is reasoning even if it never closes."""
-    a = analyze_template("../shared/corpus/llama.cpp/Qwen3.5-4B.jinja") if False else None  # noqa: F841
     from analyzer import from_string
     t = from_string("{% for m in messages %}<|u|>{{ m.content }}{% endfor %}"
                     "{% if add_generation_prompt %}<|a|><think>\n{% endif %}", name="forced.jinja")
