@@ -260,3 +260,30 @@ def test_deepcopy_of_tools_is_not_needed():
     tools = copy.deepcopy(RT_TOOLS)
     generate_parser(analyze_template("templates/chatml-think.jinja"), tools=tools)
     assert tools == RT_TOOLS
+
+
+def test_section_end_holding_the_turn_end():
+    """A section end written together with the end-of-turn marker (``]</tool_call></s>``): the
+    model stops at ``</s>`` (a server strips it), so the parser reads the calls without it and
+    the grammar ends before it."""
+    from dataclasses import replace
+
+    from analyzer import analyze_template, from_string
+    t = ("{% for m in messages %}{% if m.role == 'user' %}<|user|>\n{{ m.content }}</s>\n"
+         "{% elif m.role == 'assistant' %}<|assistant|>\n{% if m.tool_calls %}<tool_call>[{% for tc in m.tool_calls %}"
+         "{% if not loop.first %}, {% endif %}{\"name\": \"{{ tc.function.name }}\", \"arguments\": "
+         "{{ tc.function.arguments | tojson }}}{% endfor %}]</tool_call></s>\n{% else %}{{ m.content }}</s>\n{% endif %}"
+         "{% elif m.role == 'tool' %}<|tool|>\n{{ m.content }}</s>\n{% endif %}{% endfor %}"
+         "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+    a = analyze_template(from_string(t, name="turn-end-in-section.jinja"))
+    ts = a.tool_call_structure
+    assert ts.tool_section_end == "]</tool_call>"
+    a = replace(a, tool_call_structure=replace(ts, tool_section_end="]</tool_call></s>\n"))  # as some analyses give it
+    params = generate_parser(a, tools=RT_TOOLS)
+    call = '<tool_call>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</tool_call>'
+    for out in (call, call + "</s>\n"):
+        msg = params.parser.parse(out)
+        assert msg["content"] is None and "parse_error" not in msg, out
+        assert [c["function"]["name"] for c in msg["tool_calls"]] == ["get_weather"]
+    checker = LLGuidanceChecker(params.grammar)
+    assert checker.accepts(call) and not checker.accepts(call + "</s>")
