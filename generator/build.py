@@ -764,6 +764,18 @@ class GrammarPlan:
     parallel: bool
 
 
+def turn_stop_markers(analysis: TemplateAnalysis) -> set[str]:
+    """The markers a model stops at: the last token of the end of turn and of the final suffix,
+    when it is a marker (``<|END_OF_TURN_TOKEN|>`` of ``<|END_RESPONSE|><|END_OF_TURN_TOKEN|>``;
+    none for ``<|close|>message``, whose ``<|close|>`` closes other blocks too)."""
+    out = set()
+    for text in (analysis.end_of_turn, analysis.final_suffix):
+        toks = tokenize(text.strip())
+        if toks and is_marker(toks[-1]):
+            out.add(toks[-1])
+    return out
+
+
 def split_turn_end(analysis: TemplateAnalysis) -> tuple[TemplateAnalysis, str]:
     r"""(the analysis with its tool section end cut before an end-of-turn marker the end holds,
     the cut-off rest).
@@ -784,9 +796,9 @@ def split_turn_end(analysis: TemplateAnalysis) -> tuple[TemplateAnalysis, str]:
     from dataclasses import replace
 
     ts = analysis.tool_call_structure
-    turn_ends = {t for x in (analysis.end_of_turn, analysis.final_suffix) for t in tokenize(x) if is_marker(t)}
+    stops = turn_stop_markers(analysis)
     toks = tokenize(ts.tool_section_end)
-    cut = next((i for i, t in enumerate(toks) if t in turn_ends), None)
+    cut = next((i for i, t in enumerate(toks) if t in stops), None)
     if cut is None:
         return analysis, ""
     end = "".join(toks[:cut])

@@ -22,11 +22,11 @@ import pytest
 
 from analyzer import load_template
 from analyzer.caps import tool_call_messages, tool_forms
-from analyzer.markers import is_marker, tokenize
 from analyzer.prober import Prober
 from analyzer.roundtrip import RT_TOOLS, generated_text, kwargs_for
 from analyzer.structures import ArgumentFormat
 from generator import generate_parser
+from generator.build import turn_stop_markers
 from generator.engines import EngineError, LLGuidanceChecker, LlamaCppWorker, grammar_verdict, llama_cpp_verdict
 from generator.gbnf_check import check_gbnf
 
@@ -135,15 +135,10 @@ def llama_worker(llama_vocab):
     worker.close()
 
 
-def _turn_ends(analysis) -> set[str]:
-    """The markers at which the model stops (its end of turn): where llama.cpp stops feeding."""
-    return {t for x in (analysis.end_of_turn, analysis.final_suffix) for t in tokenize(x) if is_marker(t)}
-
-
 def _llama_runs(worker, params, texts, analysis):
-    try:
+    try:  # llama.cpp stops feeding at the markers the model stops at
         return worker.runs(params.grammar, texts, params.grammar_triggers if params.grammar_lazy else None,
-                           _turn_ends(analysis))
+                           turn_stop_markers(analysis))
     except EngineError as e:
         pytest.fail(f"{e} (triggers {params.grammar_triggers})")
 
