@@ -997,6 +997,7 @@ class Assembler:
         self._in: str | None = None  # tag of the tool sub-region being read
         self.quiet = False  # build the message only (one-shot parsing): no region events
         kinds = [p.kind for p in ts.call_parts]
+        self._name_part = "name" in kinds
         # the id comes between the name and the arguments: a call is announced with it
         self._id_follows_name = "name" in kinds and "id" in kinds and \
             kinds.index("name") < kinds.index("id") < (kinds.index("args") if "args" in kinds else len(kinds))
@@ -1023,14 +1024,7 @@ class Assembler:
                 if not self.quiet or call is None:
                     self.handle(ev[4], out)
                     continue
-                self._name = [ev[1]]
-                self._close("tool_name", out)
-                if ev[2] is not None:
-                    self._id = [ev[2]]
-                    self._close("tool_id", out)
-                call.args.append(ev[3])
-                call.json_ok = True
-                self._close("tool_args", out)
+                self._whole_call(call, ev[1], ev[2], ev[3])
             elif kind == "json_ok":
                 if self.current is not None:
                     self.current.json_ok = True
@@ -1045,6 +1039,22 @@ class Assembler:
                 self.errors.append({"position": pos, "message": msg})
                 if self.current is not None:
                     self.current.errors.append(msg)
+
+    def _whole_call(self, call: _Call, name: str, call_id: str | None, args: str) -> None:
+        """A call read whole, for the message only (one-shot): what closing its name, id and
+        arguments in turn does, without region events."""
+        call.name = name = name.strip()
+        if self.tools and name and name not in self.tools:
+            self.warnings.append(f"call to unknown tool {name!r}")
+        if call_id:
+            call.id = call_id
+            if not self._name_part:
+                call.name = self._name_from_id(call_id)
+        call.args.append(args)
+        call.json_ok = True
+        if call.name:
+            call.announced = True
+            call.pending = []
 
     def _open(self, tag: str, out: list[dict[str, Any]]) -> None:
         if tag in FIELD:
@@ -1176,7 +1186,7 @@ class Assembler:
             call.id = "".join(self._id) or None
             if call.id is None:
                 return
-            if not any(p.kind == "name" for p in self.ts.call_parts):
+            if not self._name_part:
                 call.name = self._name_from_id(call.id)  # the id is where the name is written
                 self._announce(call, out)
             elif call.announced and not self.quiet:  # an id written after the arguments began
