@@ -259,7 +259,12 @@ class LlamaCppChecker:
     0.2 ms, checking a 95-byte text (32 tokens) 0.43 ms.
 
     Tokens of the vocabulary that are end-of-generation (e.g. ``<|im_end|>``) are never matched by
-    grammar rules; keep them out of the texts. Only usable when ``llama_cpp_available()``.
+    grammar rules: ``run`` stops at them (see its ``stops``). Only usable when
+    ``llama_cpp_available()``.
+
+    With ``triggers`` the grammar is lazy: llama.cpp finds the start itself. It aborts the whole
+    process when a trigger pattern is not a valid std::regex, or when the text from the trigger
+    on does not fit the grammar; ``LlamaCppWorker`` runs the checker in a child process for that.
 
     Example (needs llama-cpp-python and a GGUF from ``fetch-corpus``, so not run as a doctest)::
 
