@@ -24,7 +24,7 @@ import json
 import re
 from dataclasses import dataclass
 from json.decoder import scanstring
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from analyzer.errors import ParseError
 from analyzer.markers import is_marker, tokenize
@@ -623,7 +623,7 @@ def _skeleton_call(ts: ToolCallStructure) -> Parser:
             seq.append(_args_parser(ts, stops))
         elif p.kind == "typed":
             seq.append(_typed_choice(p, None))
-    return Capture("tool_call", Seq(*seq))
+    return Capture("tool_call", Seq(*seq), where=True)
 
 
 def _json_frame(ts: ToolCallStructure) -> tuple[str, str] | None:
@@ -653,7 +653,7 @@ def _call_parser(ts: ToolCallStructure) -> Parser:
                  if ts.function_format == FunctionFormat.JSON_OBJECT
                  else JsonCall("", "", "", name_as_key=True, stops=stops))
         after = Closer(_marker(frame[1])) if frame[1].strip() else Empty()
-        return Capture("tool_call", Seq(_around(frame[0]), inner, after))
+        return Capture("tool_call", Seq(_around(frame[0]), inner, after), where=True)
     return _skeleton_call(ts)
 
 
@@ -710,7 +710,7 @@ def _channel_call(ts: ToolCallStructure, parts: tuple[str, str, str, str]) -> Pa
     recipient, channel, end, close = parts
     args = _args_parser(ts, [_marker(close)] if close.strip() else [])
     after = Closer(_marker(close)) if close.strip() else Empty()
-    return Capture("tool_call", Seq(Lit(channel), ChannelHeader(recipient, end), args, after))
+    return Capture("tool_call", Seq(Lit(channel), ChannelHeader(recipient, end), args, after), where=True)
 
 
 def tool_guards(ts: ToolCallStructure) -> tuple[str, ...]:
@@ -934,10 +934,13 @@ class _Call:
     """One call being assembled (a plain slotted class: one is made per call, in the hot path)."""
 
     __slots__ = ("index", "name", "id", "args", "announced", "pending", "json_ok", "n_args", "key",
-                 "value_parts", "value_streaming", "arg_type", "literal", "args_literal", "errors")
+                 "value_parts", "value_streaming", "arg_type", "literal", "args_literal", "errors", "start",
+                 "chunked")
 
     def __init__(self, index: int) -> None:
         self.index = index
+        self.start = -1  # where the call starts in the output (-1: not known)
+        self.chunked = False  # it read some text (a broken call's text is then not content yet)
         self.name = ""
         self.id: str | None = None
         self.args: list[str] = []
@@ -996,6 +999,8 @@ class Assembler:
         self._id: list[str] = []
         self._in: str | None = None  # tag of the tool sub-region being read
         self.quiet = False  # build the message only (one-shot parsing): no region events
+        # the output's text between two absolute positions, while it is still at hand (None if not)
+        self.raw: Callable[[int, int], str | None] | None = None
         kinds = [p.kind for p in ts.call_parts]
         self._name_part = "name" in kinds
         # the id comes between the name and the arguments: a call is announced with it
@@ -1017,8 +1022,13 @@ class Assembler:
                 self._chunk(ev[1], ev[2], out)
             elif kind == "open":
                 self._open(ev[1], out)
+                if len(ev) > 2 and self.current is not None:  # a call, and where it starts
+                    self.current.start = ev[2]
             elif kind == "close":
-                self._close(ev[1], out)
+                if len(ev) > 2:  # a call: where it ends (or failed), and whether it is whole
+                    self._close_call(ev[2], ev[3], out)
+                else:
+                    self._close(ev[1], out)
             elif kind == "call":  # a whole call read at once: (name, id, arguments, its events)
                 call = self.current
                 if not self.quiet or call is None:
@@ -1114,6 +1124,7 @@ class Assembler:
         call = self.current
         if call is None:
             return
+        call.chunked = True
         if tag == "tool_args":
             self._emit_args(call, text, out)
         elif tag == "tool_name":
@@ -1165,14 +1176,7 @@ class Assembler:
             return
         call = self.current
         if tag == "tool_call":
-            if call is not None and not call.name and call.id:
-                call.name = self._name_from_id(call.id)
-            if call is not None and call.name:
-                self._finish_call(call, out)
-                self.calls.append(call)
-            elif call is not None:
-                self._unnamed(call, out)
-            self.current = None
+            self._close_call(-1, False, out)
             return
         if call is None:
             return
@@ -1225,11 +1229,29 @@ class Assembler:
                 self._emit_args(call, text, out)
             call.arg_type = ""
 
-    def _unnamed(self, call: _Call, out: list[dict[str, Any]]) -> None:
-        """A call that never got a name was never shown: what it read stays, as content."""
-        text = "".join(call.args)
+    def _close_call(self, end: int, whole: bool, out: list[dict[str, Any]]) -> None:
+        """The end of a call: ``end`` is where it ends (``whole``) or where it broke."""
+        call = self.current
+        if call is not None and not call.name and call.id:
+            call.name = self._name_from_id(call.id)
+        if call is not None and call.name:
+            self._finish_call(call, out)
+            self.calls.append(call)
+        elif call is not None:
+            self._unnamed(call, out, end, whole)
+        self.current = None
+
+    def _unnamed(self, call: _Call, out: list[dict[str, Any]], end: int = -1, whole: bool = False) -> None:
+        """A call that never got a name was never shown: its text stays, as content. Verbatim
+        when the output still holds it (``raw``): the whole call, or up to where it broke when it
+        read some text (else the broken segment's text is content already); else what it read."""
+        raw = None
+        if self.raw is not None and 0 <= call.start < end and (whole or call.chunked):
+            raw = self.raw(call.start, end)
+        text = raw if raw is not None else "".join(call.args)
         if text:
-            self.errors.append({"position": -1, "message": "a tool call without a name (its arguments kept as content)"})
+            self.errors.append({"position": call.start if raw is not None else -1,
+                                "message": "a tool call without a name (kept as content)"})
             self._open("content", out)
             self._chunk("content", text, out)
             self._close("content", out)
@@ -1331,6 +1353,12 @@ class MessageStream:
         self._index = -1  # the call whose arguments the text is; -1: content/reasoning; -2: none (a wait)
         self._owed = 0  # characters and chunks the input owes (arguments; content compacted out of ``_tail``)
         self._owed_chunks = 0
+        # the text of the open call while it has no name, from its start (kept as content if it
+        # never gets one); a list of chunks, so that keeping it costs no copying
+        self._keep: list[str] | None = None
+        self._keep_at = -1
+        self._keep_call: _Call | None = None
+        self._asm.raw = self._raw
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
         hot = self._hot
@@ -1338,6 +1366,8 @@ class MessageStream:
             index = self._index
             if index == -2:  # the parser waits for a bracket or a quote: nothing to report
                 inp = self._session.inp
+                if self._keep is not None:
+                    self._keep.append(chunk)
                 inp.feed(chunk)
                 inp.fast.emitted = inp.end
                 return []
@@ -1406,12 +1436,34 @@ class MessageStream:
 
     def _feed(self, chunk: str) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
+        if self._keep is not None:
+            self._keep.append(chunk)
         tag = self._session.take(chunk)
         if tag is None:
             self._asm.handle(self._session.inp.drain(), out)
+            self._track_call()
         elif tag:
             self._asm._chunk(tag, chunk, out)
         return out
+
+    def _track_call(self) -> None:
+        """Keeps the open call's text from its start while it has no name."""
+        call = self._asm.current
+        if call is None or call.name or call.start < 0:
+            self._keep = self._keep_call = None
+        elif call is not self._keep_call:
+            inp = self._session.inp
+            self._keep_call, self._keep_at = call, call.start
+            self._keep = [inp.get(call.start, inp.end)] if call.start >= inp.base else None
+
+    def _raw(self, a: int, b: int) -> str | None:
+        """The output's text from ``a`` to ``b``, if still at hand (see ``Assembler.raw``)."""
+        if self._keep is not None and a >= self._keep_at:
+            text = "".join(self._keep)
+            self._keep = [text]
+            return text[a - self._keep_at:b - self._keep_at] if b - self._keep_at <= len(text) else None
+        inp = self._session.inp
+        return inp.get(a, b) if inp.base <= a <= b <= inp.end else None
 
     def finish(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         self._settle()
@@ -1459,6 +1511,7 @@ class MessageParser:
         """The message in ``text`` (raises ParseError only when ``strict``)."""
         s = self.stream(strict=strict)
         s._asm.quiet = True
+        s._asm.raw = lambda a, b: text[a:b]
         s._session.inp.set_text(text)
         s._session._resume()
         return s.finish()[0]

@@ -922,10 +922,18 @@ class OneOf(Parser):
 @dataclass(eq=False)
 class Capture(Parser):
     """Tag the region ``p`` parses: an ``open`` event before, ``close`` after (also on failure,
-    with the failure reported by the runtime)."""
+    with the failure reported by the runtime). With ``where``, the events also say where the
+    region is: ``("open", tag, start)`` and ``("close", tag, end, ok)``, ``end`` being where it
+    failed when not ``ok`` (a tool call that never gets a name is kept verbatim from them)."""
 
     tag: str
     p: Parser
+    where: bool = False
+
+    def _close(self, inp: Input, pos: int, end: int) -> tuple:
+        if not self.where:
+            return ("close", self.tag)
+        return ("close", self.tag, end if end >= 0 else max(inp.error_pos, pos), end >= 0)
 
     def fast(self, inp: Input, pos: int) -> int:
         mark = len(inp.events)
@@ -936,19 +944,19 @@ class Capture(Parser):
             inp.tags.pop()
         if end == SLOW:
             return SLOW
-        inp.events.insert(mark, ("open", self.tag))
-        inp.events.append(("close", self.tag))
+        inp.events.insert(mark, ("open", self.tag, pos) if self.where else ("open", self.tag))
+        inp.events.append(self._close(inp, pos, end))
         return end
 
     def run(self, inp: Input, pos: int) -> Run:
-        inp.events.append(("open", self.tag))
+        inp.events.append(("open", self.tag, pos) if self.where else ("open", self.tag))
         inp.tags.append(self.tag)
         try:
             r = self.p.fast(inp, pos)
             end = (yield from self.p.run(inp, pos)) if r == SLOW else r
         finally:
             inp.tags.pop()
-        inp.events.append(("close", self.tag))
+        inp.events.append(self._close(inp, pos, end))
         return end
 
     def first(self) -> tuple[str, ...] | None:

@@ -72,6 +72,22 @@ def test_never_raises_and_keeps_everything(name):
     assert stream.finish()[0] == msg
 
 
+@pytest.mark.parametrize("text", [CASES["call without a name"][0], CASES["arguments first, cut off before the name"][0],
+                                  'A <tool_call>{"id": "x", "arguments": {"a": 1}}</tool_call> B'])
+def test_call_without_a_name_is_kept_verbatim(text):
+    """Markup included: a call that never names its function is shown as the model wrote it."""
+    msg = PARSER.parse(text)
+    assert msg["content"] == text and "tool_calls" not in msg, msg
+    assert "without a name" in msg["parse_error"]["message"]
+    for size in (1, 2, 5):
+        stream = PARSER.stream()
+        deltas = [e["text"] for i in range(0, len(text), size) for e in stream.feed(text[i:i + size])
+                  if e["type"] == "region_chunk" and e["field"] == "content"]
+        message, last = stream.finish()
+        deltas += [e["text"] for e in last if e["type"] == "region_chunk" and e["field"] == "content"]
+        assert message == msg and "".join(deltas) == text, size
+
+
 def test_errors_are_reported_with_a_position():
     for name in ("cut off inside the arguments", "invalid JSON in a closed call", "unclosed call, complete JSON"):
         msg = PARSER.parse(CASES[name][0])
