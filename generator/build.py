@@ -937,9 +937,9 @@ class _Call:
                  "value_parts", "value_streaming", "arg_type", "literal", "args_literal", "errors", "start",
                  "chunked")
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, start: int) -> None:
         self.index = index
-        self.start = -1  # where the call starts in the output (-1: not known)
+        self.start = start  # where the call starts in the output
         self.chunked = False  # it read some text (a broken call's text is then not content yet)
         self.name = ""
         self.id: str | None = None
@@ -1021,11 +1021,12 @@ class Assembler:
             if kind == "chunk":
                 self._chunk(ev[1], ev[2], out)
             elif kind == "open":
-                self._open(ev[1], out)
-                if len(ev) > 2 and self.current is not None:  # a call, and where it starts
-                    self.current.start = ev[2]
+                if ev[1] == "tool_call":  # ("open", "tool_call", where it starts)
+                    self.current = _Call(len(self.calls), ev[2])
+                else:
+                    self._open(ev[1], out)
             elif kind == "close":
-                if len(ev) > 2:  # a call: where it ends (or failed), and whether it is whole
+                if ev[1] == "tool_call":  # ("close", "tool_call", where it ends or broke, whether whole)
                     self._close_call(ev[2], ev[3], out)
                 else:
                     self._close(ev[1], out)
@@ -1053,9 +1054,7 @@ class Assembler:
     def _whole_call(self, call: _Call, name: str, call_id: str | None, args: str) -> None:
         """A call read whole, for the message only (one-shot): what closing its name, id and
         arguments in turn does, without region events."""
-        call.name = name = name.strip()
-        if self.tools and name and name not in self.tools:
-            self.warnings.append(f"call to unknown tool {name!r}")
+        self._set_name(call, name)
         if call_id:
             call.id = call_id
             if not self._name_part:
@@ -1066,12 +1065,15 @@ class Assembler:
             call.announced = True
             call.pending = []
 
+    def _set_name(self, call: _Call, name: str) -> None:
+        call.name = name = name.strip()
+        if self.tools and name and name not in self.tools:
+            self.warnings.append(f"call to unknown tool {name!r}")
+
     def _open(self, tag: str, out: list[dict[str, Any]]) -> None:
         if tag in FIELD:
             if not self.quiet:
                 out.append(self._region("region_open", FIELD[tag]))
-        elif tag == "tool_call":
-            self.current = _Call(index=len(self.calls))
         elif tag in ("tool_name", "tool_id", "arg_key", "arg_value", "arg_literal", "args_literal", "arg_type",
                      "tool_args"):
             self._in = tag
@@ -1175,15 +1177,10 @@ class Assembler:
                 out.append(self._region("region_close", FIELD[tag], value=value))
             return
         call = self.current
-        if tag == "tool_call":
-            self._close_call(-1, False, out)
-            return
         if call is None:
             return
         if tag == "tool_name":
-            call.name = "".join(self._name).strip()
-            if self.tools and call.name and call.name not in self.tools:
-                self.warnings.append(f"call to unknown tool {call.name!r}")
+            self._set_name(call, "".join(self._name))
             if call.args or call.id is not None or not self._id_may_follow:
                 self._announce(call, out)
         elif tag == "tool_id":
@@ -1246,7 +1243,7 @@ class Assembler:
         when the output still holds it (``raw``): the whole call, or up to where it broke when it
         read some text (else the broken segment's text is content already); else what it read."""
         raw = None
-        if self.raw is not None and 0 <= call.start < end and (whole or call.chunked):
+        if self.raw is not None and call.start < end and (whole or call.chunked):
             raw = self.raw(call.start, end)
         text = raw if raw is not None else "".join(call.args)
         if text:
@@ -1356,7 +1353,6 @@ class MessageStream:
         # the text of the open call while it has no name, from its start (kept as content if it
         # never gets one); a list of chunks, so that keeping it costs no copying
         self._keep: list[str] | None = None
-        self._keep_at = -1
         self._keep_call: _Call | None = None
         self._asm.raw = self._raw
 
@@ -1390,13 +1386,12 @@ class MessageStream:
         return out
 
     def _count_owed(self) -> None:
-        """What the hot path owes for the chunks in ``_tail`` (counted here, not per chunk)."""
+        """What the hot path owes for the chunks it added to ``_tail`` (counted here, not per
+        chunk); the callers see that it added some."""
         tail, since = self._tail, self._since
-        n = len(tail) - since
-        if n > 0:
-            self._owed_chunks += n
-            self._owed += len(tail[since]) if n == 1 else sum(map(len, tail[since:]))
-            self._since = len(tail)
+        self._owed_chunks += len(tail) - since
+        self._owed += sum(map(len, tail[since:]))
+        self._since = len(tail)
 
     def _settle(self) -> None:
         """The input positions the hot path owes: its chunks were emitted, nothing of them is
@@ -1449,19 +1444,20 @@ class MessageStream:
     def _track_call(self) -> None:
         """Keeps the open call's text from its start while it has no name."""
         call = self._asm.current
-        if call is None or call.name or call.start < 0:
+        if call is None or call.name:
             self._keep = self._keep_call = None
         elif call is not self._keep_call:
             inp = self._session.inp
-            self._keep_call, self._keep_at = call, call.start
+            self._keep_call = call
             self._keep = [inp.get(call.start, inp.end)] if call.start >= inp.base else None
 
     def _raw(self, a: int, b: int) -> str | None:
         """The output's text from ``a`` to ``b``, if still at hand (see ``Assembler.raw``)."""
-        if self._keep is not None and a >= self._keep_at:
+        if self._keep is not None and a >= self._keep_call.start:
             text = "".join(self._keep)
             self._keep = [text]
-            return text[a - self._keep_at:b - self._keep_at] if b - self._keep_at <= len(text) else None
+            at = self._keep_call.start
+            return text[a - at:b - at] if b - at <= len(text) else None
         inp = self._session.inp
         return inp.get(a, b) if inp.base <= a <= b <= inp.end else None
 

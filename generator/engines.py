@@ -352,7 +352,7 @@ class LlamaCppChecker:
         vocabulary that is not one of them is fed as plain text: it is this vocabulary's, not
         the model's.
 
-        A refused token that spans several characters is tried again character by character: the
+        Inside a token that spans several characters, the grammar may end (``_inside``): the
         vocabulary merges text across the end of what the grammar covers (``>`` of a closing tag
         with the ``<`` of the end-of-turn text after it) where a model would have stopped after
         the ``>``."""
@@ -379,16 +379,12 @@ class LlamaCppChecker:
                         continue
                     stop = bisect_right(ends, at)
                     break
+                at_work = refused_eos or not lazy
+                inner, inner_consumed = self._inside(sampler, text, ends, at, piece) if at_work else (-1, -1)
                 # never accept a refused token: llama.cpp aborts the process on that
                 if not self._allowed(sampler, token):
-                    first, last = bisect_right(ends, at), bisect_right(ends, at + len(piece))
-                    whole = ends[first - 1] if first else 0
-                    if last - first < 2 or whole != at or ends[last - 1] != at + len(piece):
-                        break
-                    queue[i:i + 1] = [(t, self.piece(t)) for c in text[first:last]
-                                      for t in self.tokenize(c, special=False)]
-                    continue
-                inner = self._inner_end(sampler, text, ends, at, piece) if refused_eos or not lazy else -1
+                    end, consumed = max(end, inner), max(consumed, inner_consumed)
+                    break
                 ll.llama_sampler_accept(sampler, token)
                 at += len(piece)
                 consumed = bisect_right(ends, at)
@@ -396,30 +392,30 @@ class LlamaCppChecker:
                 if not self._allowed(sampler, eos):
                     refused_eos = True
                     end = max(end, inner)
-                elif refused_eos or not lazy:
+                elif at_work:
                     end = consumed
             return LlamaRun(end, consumed, refused_eos, stop)
         finally:
             ll.llama_sampler_free(sampler)
 
-    def _inner_end(self, sampler: Any, text: str, ends: list[int], at: int, piece: bytes) -> int:
-        """The last character inside a token of several after which the grammar allows EOS
-        (-1 for none), tried on a copy of the sampler one character at a time: where the
-        grammar ends inside a token the vocabulary merged with what follows."""
+    def _inside(self, sampler: Any, text: str, ends: list[int], at: int, piece: bytes) -> tuple[int, int]:
+        """For a token of several characters from byte ``at``, tried one character at a time on
+        a copy of the sampler: (the last character before the token's last after which the
+        grammar allows EOS, -1 for none; the characters allowed so far)."""
         first, last = bisect_right(ends, at), bisect_right(ends, at + len(piece))
-        if last - first < 2:
-            return -1
+        if last - first < 2 or (ends[first - 1] if first else 0) != at:
+            return -1, first
         ll, eos, best = self._ll, self._ll.llama_vocab_eos(self._vocab), -1
         probe = ll.llama_sampler_clone(sampler)
         try:
             for k in range(first, last - 1):
                 for t in self.tokenize(text[k], special=False):
                     if not self._allowed(probe, t):
-                        return best
+                        return best, k
                     ll.llama_sampler_accept(probe, t)
                 if self._allowed(probe, eos):
                     best = k + 1
-            return best
+            return best, last - 1
         finally:
             ll.llama_sampler_free(probe)
 

@@ -30,6 +30,7 @@ from typing import Any, Mapping, Sequence
 from analyzer.structures import Part, ReasoningMode, TemplateAnalysis, ToolCallStructure, ValueFormat
 from analyzer.values import dump
 
+from .build import channel_parts, split_turn_end
 from .values import schema_type
 
 JSON_STRING = r'"\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""'
@@ -421,7 +422,6 @@ def _call_items(g: Grammar, ts: ToolCallStructure, tool: dict[str, Any]) -> list
     """The call of one tool as a sequence of grammar items."""
     prefix = f"call-{tool['name']}"
     seq: list[str] = []
-    from .build import channel_parts
     channel = channel_parts(ts)
     name_at = next((i for i, p in enumerate(ts.call_parts) if p.kind == "name"), -1)
     skip: set[int] = set()
@@ -530,8 +530,6 @@ def build_gbnf(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]] | 
     covers the whole output: free reasoning (when the prompt opened it), free content, then
     the tool section (mandatory when ``tool_choice="required"``).
     """
-    from .build import split_turn_end
-
     analysis = split_turn_end(analysis)[0]  # the model stops at the turn's end: not in the grammar
     ts = analysis.tool_call_structure
     if tool_choice == "none" or not tools or not ts.supports_tools or not ts.call_parts:

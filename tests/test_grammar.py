@@ -41,13 +41,20 @@ ENUM_TOOLS = [{"type": "function", "function": {
                    "required": ["city", "units"]}}}]
 
 
+def _passing(fixed: dict, scenarios: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """(scenario, fixed point) for the scenarios that pass and have calls exactly when they should."""
+    out = []
+    for name in scenarios:
+        r = fixed.get(name)
+        if r is not None and not r.skipped and r.ok and bool(r.parsed.get("tool_calls")) == (name in SCHEMA_VALID):
+            out.append((name, r))
+    return out
+
+
 def _grammar_cases(analysis, fixed: dict) -> list[tuple[Any, Any, str, str]]:
     """(params, checker, scenario, output) for each tool-call output of the fixed point."""
     out, built = [], {}
-    for name in SCHEMA_VALID:
-        r = fixed.get(name)
-        if r is None or r.skipped or not r.ok or not r.parsed.get("tool_calls"):
-            continue
+    for name, r in _passing(fixed, SCHEMA_VALID):
         if r.enable_thinking not in built:
             params = generate_parser(analysis, tools=RT_TOOLS, enable_thinking=r.enable_thinking)
             built[r.enable_thinking] = (params, LLGuidanceChecker(params.grammar) if params.grammar else None)
@@ -150,21 +157,20 @@ def test_llama_cpp_accepts_rendered_outputs(corpus_entry, analyzed, fixed_points
         pytest.skip("no analysis (its error is checked by test_golden)")
     analysis = analyzed(corpus_entry.path)
     by_setting: dict[bool, list[tuple[str, str]]] = {}
-    for name in SCHEMA_VALID + NO_CALLS:
-        r = fixed.get(name)
-        if r is None or r.skipped or not r.ok or bool(r.parsed.get("tool_calls")) != (name not in NO_CALLS):
-            continue
+    for name, r in _passing(fixed, SCHEMA_VALID + NO_CALLS):
         by_setting.setdefault(r.enable_thinking, []).append((name, r.generated))
     checked = 0
     for enable, outputs in by_setting.items():
         params = generate_parser(analysis, tools=RT_TOOLS, enable_thinking=enable)
-        if not params.grammar or not any(name not in NO_CALLS for name, _ in outputs):
+        if not params.grammar or not any(name in SCHEMA_VALID for name, _ in outputs):
             continue
         runs = _llama_runs(llama_worker, params, [text for _, text in outputs], analysis)
         for (name, text), run in zip(outputs, runs):
-            if name not in NO_CALLS and run.stop < min((i for n in NAMES if (i := text.find(n)) >= 0), default=len(text)):
+            with_calls = name in SCHEMA_VALID
+            first_call = min((i for n in NAMES if (i := text.find(n)) >= 0), default=len(text))
+            if with_calls and run.stop < first_call:
                 continue  # the template ends the turn before its calls: a model stops there
-            status, note, fed = llama_cpp_verdict(run, params, text, name not in NO_CALLS, NAMES)
+            status, note, fed = llama_cpp_verdict(run, params, text, with_calls, NAMES)
             assert status == "pass", f"{name} (enable_thinking={enable}): {note}\nfed: {fed!r}"
             checked += 1
     if not checked:
