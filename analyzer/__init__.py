@@ -8,6 +8,8 @@ Example::
     'REASONING_OPTIONAL'
 """
 
+__version__ = "0.1.0"
+
 from .analyze import analyze_template
 from .errors import (AnalysisError, ChatAutoparserError, ParseError, RenderError, RenderLimitError, TemplateError,
                      TemplateRaised)
@@ -17,7 +19,7 @@ from .structures import (ArgumentFormat, Caps, ContentMode, ContentStructure, Fu
                          TemplateAnalysis, ThinkingSetting, ToolCallStructure)
 
 __all__ = [
-    "analyze_template", "load_template", "from_string", "make_renderer", "LoadedTemplate", "RenderLimits", "ENGINES",
+    "__version__", "analyze_template", "load_template", "from_string", "make_renderer", "LoadedTemplate", "RenderLimits", "ENGINES",
     "TemplateAnalysis", "Caps", "ContentStructure", "ToolCallStructure", "ThinkingSetting", "ReasoningMode",
     "ContentMode", "FunctionFormat", "ArgumentFormat", "ChatAutoparserError", "TemplateError", "RenderError",
     "RenderLimitError", "TemplateRaised", "AnalysisError", "ParseError",

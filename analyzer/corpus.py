@@ -4,11 +4,14 @@ The corpus is a folder of real ``.jinja`` templates with a ``MANIFEST.tsv``. It 
 this order (first hit wins):
 
 1. ``$AUTOPARSER_CORPUS`` (an error if set but missing: an explicit setting is never ignored);
-2. ``../shared/corpus`` beside the repository checkout;
+2. ``../shared/corpus`` beside the repository checkout (or beside the current directory, for
+   the installed commands run from a checkout);
 3. the user cache filled by ``fetch-corpus``: ``$XDG_CACHE_HOME/chat-autoparser/corpus``,
    else ``~/.cache/chat-autoparser/corpus``.
 
-No corpus is a :class:`CorpusError` that says how to get one, never a silent skip.
+No corpus is a :class:`CorpusError` that says how to get one, never a silent skip. The tests
+and ``template-report --corpus`` go through ``ensure_corpus`` (the fetcher's), which fills the
+cache when this lookup finds nothing.
 
 Example::
 
@@ -30,8 +33,8 @@ from .errors import ChatAutoparserError
 ENV_VAR = "AUTOPARSER_CORPUS"
 MANIFEST_NAME = "MANIFEST.tsv"
 CACHE_APP_NAME = "chat-autoparser"
-FETCH_HINT = ("run `fetch-corpus` (llama.cpp's 70 templates, about 77 MB download) or `fetch-corpus --full` "
-              f"(all 720), or set ${ENV_VAR} to a corpus folder")
+FETCH_HINT = (f"run `fetch-corpus` (all 720 templates, about 130 MB of downloads once), or set ${ENV_VAR} "
+              "to a corpus folder")
 
 
 class CorpusError(ChatAutoparserError):
@@ -101,8 +104,12 @@ def cache_root() -> Path:
 
 
 def shared_corpus_dir() -> Path:
-    """``../shared/corpus`` beside the repository checkout (it may not exist)."""
-    return Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+    """``../shared/corpus`` beside the repository checkout this module runs from, else beside the
+    current directory (an installed package runs from site-packages); it may not exist."""
+    beside_checkout = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+    if beside_checkout.is_dir():
+        return beside_checkout
+    return Path.cwd().resolve().parent / "shared" / "corpus"
 
 
 def corpus_dir() -> Path:

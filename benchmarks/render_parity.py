@@ -30,6 +30,9 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analyzer.corpus import CorpusError, corpus_dir, corpus_entries  # noqa: E402
 ENGINES = ("jinja2", "minijinja")
 
 
@@ -169,16 +172,17 @@ def report(stats: dict[str, EngineStats], hf_rendered: dict[str, int], elapsed: 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", type=Path, default=None, help="corpus dir (default: $AUTOPARSER_CORPUS or "
-                    "../shared/corpus)")
+    ap.add_argument("--corpus", type=Path, default=None, help="corpus dir (default: $AUTOPARSER_CORPUS, "
+                    "../shared/corpus or the one fetch-corpus fetched)")
     ap.add_argument("--repeat", type=int, default=5, help="timed renders per (template, conversation)")
     ap.add_argument("--limit", type=int, default=None, help="only the first N templates")
     args = ap.parse_args(argv)
-    corpus = args.corpus or P.corpus_dir()
-    if not (corpus / "MANIFEST.tsv").is_file():
-        print(f"no MANIFEST.tsv in {corpus}; pass --corpus DIR or set AUTOPARSER_CORPUS", file=sys.stderr)
+    try:
+        corpus = args.corpus or corpus_dir()
+        templates = [e.name for e in corpus_entries(corpus)][: args.limit]
+    except CorpusError as e:
+        print(f"{e}; or pass --corpus DIR", file=sys.stderr)
         return 2
-    templates = P.corpus_templates(corpus)[: args.limit]
     stats = {engine: EngineStats() for engine in ENGINES}
     hf_rendered: dict[str, int] = {}
     t0 = time.perf_counter()

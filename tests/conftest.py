@@ -9,7 +9,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from corpus_fixtures import corpus, corpus_entry, corpus_root, pytest_generate_tests  # noqa: E402,F401
+from corpus_fixtures import (corpus, corpus_entry, corpus_root, pytest_generate_tests,  # noqa: E402,F401
+                             session_corpus)
 
 from analyzer import analyze_template  # noqa: E402
 from analyzer.errors import ChatAutoparserError  # noqa: E402
@@ -57,8 +58,14 @@ def fixed_points():
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``slow`` (the llama.cpp extended check) run only when asked for with
-    ``-m slow`` (or any ``-m`` expression naming it)."""
+    """The corpus is at hand before the doctests of ``analyzer.corpus`` (which read it) run;
+    tests marked ``slow`` (the llama.cpp extended check) run only when asked for with ``-m slow``
+    (or any ``-m`` expression naming it)."""
+    if any(isinstance(item, pytest.DoctestItem) and item.name.startswith("analyzer.corpus.") for item in items):
+        try:
+            session_corpus(config)
+        except ChatAutoparserError:
+            pass  # the doctests fail with the reason
     if "slow" in (config.getoption("markexpr") or ""):
         return
     skip = pytest.mark.skip(reason="extended check: run with -m slow")
@@ -68,7 +75,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def llama_vocab() -> Path:
+def llama_vocab(pytestconfig: pytest.Config) -> Path:
     """The vocab-only GGUF llama.cpp checks tokenize with; skips, saying why, without
     llama-cpp-python or without the vocabularies ``fetch-corpus`` extracts."""
     from analyzer.corpus import CorpusError, vocab_dir
@@ -78,6 +85,7 @@ def llama_vocab() -> Path:
         pytest.skip("llama_cpp (llama-cpp-python) is not installed; build it with "
                     "CMAKE_ARGS=-DLLAVA_BUILD=OFF pip install llama-cpp-python==0.3.36 (about 8 min)")
     try:
+        session_corpus(pytestconfig)
         path = vocab_dir() / "ggml-vocab-qwen2.gguf"
     except CorpusError as e:
         pytest.skip(f"no llama.cpp test vocabulary: {e}")

@@ -24,7 +24,6 @@ from analyzer.errors import ChatAutoparserError
 from corpus_fixtures import corpus_params
 from tools import fetch_corpus as fc
 
-SHARED = corpus_mod.shared_corpus_dir()
 TEMPLATE_A = b"{{ messages[0].content }}\n"
 TEMPLATE_B = b"{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
 SDIST_TOP = "llama_cpp_python-0.3.36/"
@@ -122,9 +121,18 @@ def test_shared_corpus_beside_the_checkout_comes_second(clean_env: Path, monkeyp
     assert corpus_dir() == shared
 
 
-def test_shared_corpus_path_is_beside_the_repository() -> None:
-    repo = Path(corpus_mod.__file__).resolve().parents[1]
-    assert SHARED == repo.parent / "shared" / "corpus"
+def test_shared_corpus_is_beside_the_checkout_else_beside_the_current_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkout = tmp_path / "a" / "repo"
+    (tmp_path / "a" / "shared" / "corpus").mkdir(parents=True)
+    monkeypatch.setattr(corpus_mod, "__file__", str(checkout / "analyzer" / "corpus.py"))
+    monkeypatch.chdir(tmp_path)
+    assert corpus_mod.shared_corpus_dir() == tmp_path / "a" / "shared" / "corpus"
+    # installed: the module is in site-packages; a command run from a checkout looks beside it
+    monkeypatch.setattr(corpus_mod, "__file__", str(tmp_path / "site-packages" / "analyzer" / "corpus.py"))
+    (tmp_path / "b" / "repo").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "b" / "repo")
+    assert corpus_mod.shared_corpus_dir() == tmp_path / "b" / "shared" / "corpus"
 
 
 def test_xdg_cache_comes_third(clean_env: Path) -> None:
@@ -250,22 +258,21 @@ def test_pinned_manifest_is_well_formed_and_every_source_names_a_pypi_archive() 
     assert sum(r.source.startswith("pypi:llama-cpp-python==0.3.36 sdist:") for r in rows) == 70
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} is not present on this machine")
-def test_real_shared_corpus_has_720_entries_that_match_the_pin() -> None:
-    entries = corpus_entries(SHARED, verify=True)  # ~5 MB of hashing
+def test_the_corpus_the_tests_read_has_720_entries_that_match_the_pin(corpus_root: Path) -> None:
+    entries = corpus_entries(corpus_root, verify=True)  # ~5 MB of hashing
     assert len(entries) == 720
     pinned = {(r.file, r.sha256) for r in read_manifest(fc.PINNED_MANIFEST)}
     assert {(e.name, e.sha256) for e in entries} == pinned
 
 
 def test_corpus_params_carry_the_error_when_the_corpus_is_missing(clean_env: Path) -> None:
-    (param,) = corpus_params()
+    (param,) = corpus_params(corpus_dir)
     assert isinstance(param.values[0], CorpusError) and param.id == "corpus-missing"
 
 
-def test_corpus_params_name_each_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AUTOPARSER_CORPUS", str(small_corpus(tmp_path / "c")))
-    assert [p.id for p in corpus_params()] == ["llama.cpp/A.jinja", "extra/B.jinja"]
+def test_corpus_params_name_each_entry(tmp_path: Path) -> None:
+    root = small_corpus(tmp_path / "c")
+    assert [p.id for p in corpus_params(lambda: root)] == ["llama.cpp/A.jinja", "extra/B.jinja"]
 
 
 # --- the fetcher: pieces ------------------------------------------------------------------------
@@ -400,7 +407,7 @@ def test_verify_re_extracts_a_changed_file(tmp_path: Path, no_network: None, mon
                                            capsys: pytest.CaptureFixture[str]) -> None:
     cache, archive = cache_with_fake_sdist(tmp_path)
     monkeypatch.setattr(fc, "LLAMA_CPP_SHA256", sha(archive.read_bytes()))
-    args = ["--cache-dir", str(cache), "--offline", "--manifest", str(tmp_path / "absent.tsv")]
+    args = ["--cache-dir", str(cache), "--offline", "--llama-cpp-only", "--manifest", str(tmp_path / "absent.tsv")]
     assert fc.main(args) == fc.EXIT_OK
     (cache / "corpus" / "llama.cpp" / "A.jinja").write_bytes(b"tampered")
     assert fc.main(args + ["--verify"]) == fc.EXIT_OK
@@ -408,7 +415,7 @@ def test_verify_re_extracts_a_changed_file(tmp_path: Path, no_network: None, mon
     assert (cache / "corpus" / "llama.cpp" / "A.jinja").read_bytes() == TEMPLATE_A
 
 
-# --- the fetcher: --full ------------------------------------------------------------------------
+# --- the fetcher: the whole pinned manifest (the default) ---------------------------------------
 
 def test_full_rebuilds_what_matches_and_reports_the_rest(tmp_path: Path, no_network: None,
                                                          monkeypatch: pytest.MonkeyPatch,
@@ -433,7 +440,7 @@ def test_full_rebuilds_what_matches_and_reports_the_rest(tmp_path: Path, no_netw
         row("extra/uncached.jinja", b"z", source="pypi:elsewhere==3.0 wheel:e/z.jinja"),
     ]
     manifest = write_manifest(tmp_path / "pin.tsv", pinned)
-    code = fc.main(["--cache-dir", str(cache), "--offline", "--full", "--manifest", str(manifest)])
+    code = fc.main(["--cache-dir", str(cache), "--offline", "--manifest", str(manifest)])
     err = capsys.readouterr().err
     assert code == fc.EXIT_ERROR  # one archive could not be had (offline); the rest still ran
     corpus = cache / "corpus"
@@ -454,13 +461,28 @@ def test_full_with_everything_available_exits_zero(tmp_path: Path, no_network: N
     make_wheel(cache / "downloads" / "tool-1.0.wheel", {"tool/t.jinja": b"T"})
     pinned = [row("extra/t.jinja", b"T", source="pypi:tool==1.0 wheel:tool/t.jinja")]
     manifest = write_manifest(tmp_path / "pin.tsv", pinned)
-    args = ["--cache-dir", str(cache), "--offline", "--full", "--manifest", str(manifest)]
+    args = ["--cache-dir", str(cache), "--offline", "--manifest", str(manifest)]
     assert fc.main(args) == fc.EXIT_OK
     assert [r.file for r in read_manifest(cache / "corpus" / "MANIFEST.tsv")] == [
         "extra/t.jinja", "llama.cpp/A.jinja", "llama.cpp/B.jinja"]  # pinned order first, then by name
+    assert fc.main(args + ["--full"]) == fc.EXIT_OK  # the old spelling of the default still works
 
 
-def test_full_needs_the_pinned_manifest(tmp_path: Path, no_network: None, capsys: pytest.CaptureFixture[str]) -> None:
-    code = fc.main(["--cache-dir", str(tmp_path), "--offline", "--full", "--manifest", str(tmp_path / "none.tsv")])
+def test_llama_cpp_only_stops_after_the_sdist(tmp_path: Path, no_network: None,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    cache, archive = cache_with_fake_sdist(tmp_path)
+    monkeypatch.setattr(fc, "LLAMA_CPP_SHA256", sha(archive.read_bytes()))
+    pinned = [row("extra/t.jinja", b"T", source="pypi:tool==1.0 wheel:tool/t.jinja")]  # not cached: offline fails
+    manifest = write_manifest(tmp_path / "pin.tsv", pinned)
+    assert fc.main(["--cache-dir", str(cache), "--offline", "--manifest", str(manifest)]) == fc.EXIT_ERROR
+    args = ["--cache-dir", str(cache), "--offline", "--llama-cpp-only", "--manifest", str(manifest)]
+    assert fc.main(args) == fc.EXIT_OK
+    assert [r.file for r in read_manifest(cache / "corpus" / "MANIFEST.tsv")] == [
+        "llama.cpp/A.jinja", "llama.cpp/B.jinja"]
+
+
+def test_the_default_needs_the_pinned_manifest(tmp_path: Path, no_network: None,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    code = fc.main(["--cache-dir", str(tmp_path), "--offline", "--manifest", str(tmp_path / "none.tsv")])
     assert code == fc.EXIT_ERROR
     assert "pinned manifest" in capsys.readouterr().err

@@ -250,11 +250,13 @@ GRAMMARS_IN_SDIST = "vendor/llama.cpp/grammars/"
 
 
 def _sdist_candidates() -> list[Path]:
-    from analyzer.corpus import CorpusError, cache_root, corpus_dir
+    from analyzer.corpus import CorpusError, cache_root
+
+    from corpus_fixtures import session_corpus
 
     paths = [cache_root() / "downloads" / SDIST_NAME]
     try:
-        paths.insert(0, corpus_dir().parent / "downloads" / SDIST_NAME)
+        paths.insert(0, session_corpus().parent / "downloads" / SDIST_NAME)
     except CorpusError:
         pass
     return paths

@@ -9,7 +9,7 @@ import ast
 import re
 from pathlib import Path
 
-from analyzer.corpus import corpus_entries
+from analyzer.corpus import CorpusEntry
 from analyzer.markers import markers_in
 from analyzer.template_info import template_info
 
@@ -40,9 +40,9 @@ def _code_strings(path: Path) -> list[tuple[int, str]]:
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings]
 
 
-def _corpus_markers() -> set[str]:
+def _corpus_markers(corpus: list[CorpusEntry]) -> set[str]:
     found: set[str] = set()
-    for entry in corpus_entries():
+    for entry in corpus:
         try:
             literals = template_info(entry.path.read_text(encoding="utf-8")).literals
         except Exception:  # a template jinja2 cannot parse has no literals to take
@@ -52,8 +52,8 @@ def _corpus_markers() -> set[str]:
     return found
 
 
-def test_no_corpus_marker_in_code():
-    markers = _corpus_markers()
+def test_no_corpus_marker_in_code(corpus: list[CorpusEntry]):
+    markers = _corpus_markers(corpus)
     assert len(markers) > 200, "corpus markers were not collected"
     hits = []
     for d in CODE_DIRS:
@@ -65,8 +65,8 @@ def test_no_corpus_marker_in_code():
     assert not hits, "model-specific markers in code:\n" + "\n".join(hits)
 
 
-def test_no_model_name_in_code():
-    families = {e.family.lower() for e in corpus_entries() if len(e.family) >= 4} - NOT_MODEL_NAMES
+def test_no_model_name_in_code(corpus: list[CorpusEntry]):
+    families = {e.family.lower() for e in corpus if len(e.family) >= 4} - NOT_MODEL_NAMES
     assert len(families) > 50
     hits = []
     for d in CODE_DIRS:

@@ -16,8 +16,6 @@ by ``benchmarks/render_parity.py``, which reports the same comparison for miniji
 from __future__ import annotations
 
 import copy
-import csv
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,40 +27,13 @@ from typing import Any
 import pytest
 
 from analyzer import load_template, make_renderer
+from analyzer.corpus import CorpusEntry
 from analyzer.errors import RenderError, RenderLimitError, TemplateError, TemplateRaised
 from analyzer.load import SPECIAL_TOKEN_KEYS, LoadedTemplate, from_string
 from analyzer.render import template_special_tokens
 
 # Pinned on both sides: several templates print today's date (Llama 3.x, Granite, ...).
 FIXED_NOW = datetime(2025, 3, 14, 9, 26, 53)
-
-# The repository sits next to ``shared/``; README: $AUTOPARSER_CORPUS, else ../shared/corpus.
-DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
-MISSING = "<corpus-missing>"
-
-
-# --------------------------------------------------------------------------- corpus
-
-def corpus_dir() -> Path:
-    """The corpus directory: ``$AUTOPARSER_CORPUS`` if set, else ``../shared/corpus``."""
-    env = os.environ.get("AUTOPARSER_CORPUS")
-    return Path(env) if env else DEFAULT_CORPUS
-
-
-def corpus_templates(corpus: Path) -> list[str]:
-    """Relative template paths listed in ``MANIFEST.tsv`` (first column, header skipped)."""
-    with (corpus / "MANIFEST.tsv").open(encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f, delimiter="\t"))
-    return [row[0] for row in rows[1:] if row and row[0].strip()]
-
-
-def _collected_ids() -> list[str]:
-    # Collection must not error out on a missing corpus: one sentinel case fails instead,
-    # with a message that says where the corpus was looked for.
-    corpus = corpus_dir()
-    if not (corpus / "MANIFEST.tsv").is_file():
-        return [MISSING]
-    return corpus_templates(corpus)
 
 
 # --------------------------------------------------------------------------- conversations
@@ -371,14 +342,9 @@ def test_generation_tag_and_undefined_length() -> None:
     assert set(outcomes.values()) == {Outcome("ok", text="[5/0]\n[2/0]\n")}
 
 
-@pytest.mark.corpus
-@pytest.mark.parametrize("rel", _collected_ids())
-def test_jinja2_matches_transformers(rel: str) -> None:
+def test_jinja2_matches_transformers(corpus_root: Path, corpus_entry: CorpusEntry) -> None:
     """Every conversation renders identically, or both sides refuse it the same way."""
-    corpus = corpus_dir()
-    if rel == MISSING:
-        pytest.fail(f"template corpus not found: no MANIFEST.tsv in {corpus}. Set AUTOPARSER_CORPUS to the "
-                    f"corpus directory (or place it at {DEFAULT_CORPUS}); this test must not be skipped.")
-    results = compare_template(corpus, rel)
+    rel = corpus_entry.name
+    results = compare_template(corpus_root, rel)
     failures = [f"[{conv.name}] {describe(hf, ours)}" for conv, hf, ours in results if not agree(hf, ours)]
     assert not failures, f"{rel}: jinja2 differs from transformers:\n" + "\n".join(failures)

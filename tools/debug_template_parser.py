@@ -23,7 +23,7 @@ import json
 import sys
 from typing import Any, Sequence
 
-from analyzer import analyze_template, load_template
+from analyzer import __version__, analyze_template, load_template
 from analyzer.errors import AnalysisError, ChatAutoparserError, TemplateError
 from analyzer.markers import visible
 from analyzer.render import ENGINES
@@ -37,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Analyze a chat template and show how its model writes reasoning, "
                                             "content and tool calls.")
     p.add_argument("path", help=".jinja file, tokenizer_config.json, chat_template.json, model directory or .gguf")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__} (chat-autoparser)")
     p.add_argument("--json", action="store_true", help="print the TemplateAnalysis as JSON")
     p.add_argument("--engine", choices=ENGINES, default="jinja2", help="rendering engine (default: jinja2)")
     p.add_argument("--template-name", help="pick a named template (tokenizer_config with several templates)")

@@ -1,10 +1,12 @@
 """``fetch-corpus``: fetch the chat-template corpus from pinned PyPI packages into the user cache.
 
-By default it downloads the llama-cpp-python 0.3.36 sdist once (pinned by sha256), takes
-llama.cpp's 70 templates (``vendor/llama.cpp/models/templates/*.jinja``) and its test
-vocabularies (``vendor/llama.cpp/models/ggml-vocab-*.gguf``). ``--full`` rebuilds all 720
-templates of ``templates/corpus-manifest.tsv`` from the packages its ``source`` column names,
-checking every file against the manifest's sha256.
+It downloads the llama-cpp-python 0.3.36 sdist once (pinned by sha256) and takes llama.cpp's
+70 templates (``vendor/llama.cpp/models/templates/*.jinja``) and its test vocabularies
+(``vendor/llama.cpp/models/ggml-vocab-*.gguf``), then rebuilds the other templates of the
+pinned manifest (``templates/corpus-manifest.tsv``, shipped in the package) from the packages
+its ``source`` column names, checking every file against the manifest's sha256: everything
+the tests and ``template-report --corpus`` read. ``--llama-cpp-only`` stops after the first
+step. The tests call :func:`ensure_corpus`, which fetches only when no corpus is found.
 
 Cache layout (``$XDG_CACHE_HOME/chat-autoparser`` or ``~/.cache/chat-autoparser``)::
 
@@ -16,8 +18,8 @@ Exit codes: 0 ok, 1 some files missing, 2 bad input, network error or sha256 mis
 
 Example::
 
-    $ fetch-corpus                      # ~77 MB once; later runs use the cache
-    $ fetch-corpus --full --verify      # all 720 templates, re-hashing what is cached
+    $ fetch-corpus                      # all 720 templates, ~130 MB once; later runs use the cache
+    $ fetch-corpus --verify             # re-hash what is cached, repair what changed
     $ AUTOPARSER_CORPUS=/tmp/c/corpus fetch-corpus --cache-dir /tmp/c
 """
 
@@ -45,10 +47,12 @@ from analyzer.corpus import (ENV_VAR, MANIFEST_COLUMNS, MANIFEST_NAME, CorpusErr
                              corpus_dir, file_sha256, read_manifest)
 from analyzer.errors import ChatAutoparserError
 
+from . import shipped
+
 EXIT_OK, EXIT_MISSING, EXIT_ERROR = 0, 1, 2
 
 PYPI_URL = "https://pypi.org/pypi"
-PINNED_MANIFEST = Path(__file__).resolve().parents[1] / "templates" / "corpus-manifest.tsv"
+PINNED_MANIFEST = shipped("corpus-manifest.tsv")
 TEMPLATES_IN_SDIST = "vendor/llama.cpp/models/templates/"
 VOCAB_IN_SDIST = "vendor/llama.cpp/models/"
 VOCAB_SUMS = "SHA256SUMS"
@@ -446,9 +450,11 @@ def drop_corrupt(run: Run) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fetch-corpus", description=(
-        "Fetch the chat-template corpus (test data) from pinned PyPI packages into the user cache. "
-        "Default: llama.cpp's 70 templates and test vocabularies from the llama-cpp-python 0.3.36 sdist."))
-    p.add_argument("--full", action="store_true", help="rebuild all templates of the pinned manifest")
+        "Fetch the chat-template corpus (test data) from pinned PyPI packages into the user cache: every "
+        "template of the pinned manifest and llama.cpp's test vocabularies."))
+    p.add_argument("--llama-cpp-only", action="store_true",
+                   help="only llama.cpp's 70 templates and test vocabularies (the llama-cpp-python 0.3.36 sdist)")
+    p.add_argument("--full", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
     p.add_argument("--cache-dir", type=Path, help=f"cache folder (default: {cache_root()})")
     p.add_argument("--offline", action="store_true",
                    help="use only cached downloads; fail (exit 2) when one is needed and not cached")
@@ -494,11 +500,54 @@ def fetch(run: Run, *, full: bool, verify: bool, manifest: Path) -> int:
         rows.update((r.file, r) for r in rebuild_missing(run, pinned))
     present = [r for r in rows.values() if (run.corpus / r.file).is_file()]
     for file in rows.keys() - {r.file for r in present}:
-        run.lack(file, "was in the cache but is gone" + ("" if full else "; `fetch-corpus --full` restores it"))
+        run.lack(file, "was in the cache but is gone" + ("" if full else "; `fetch-corpus` restores it"))
     if present:
         order = {r.file: i for i, r in enumerate(pinned)}
         write_manifest(run.corpus, sorted(present, key=lambda r: (order.get(r.file, len(order)), r.file)))
     return len(present)
+
+
+def cache_complete(run: Run, pinned: Iterable[ManifestRow]) -> bool:
+    """Whether the cache holds every pinned template and the vocabularies (files present; hashes
+    are checked by ``--verify``)."""
+    cached = cached_rows(run.corpus)
+    return default_complete(run) and all(r.file in cached and (run.corpus / r.file).is_file() for r in pinned)
+
+
+def ensure_corpus(*, progress: Callable[[str], None] = print) -> Path:
+    """The corpus folder the tests and ``template-report --corpus`` read, fetched first if needed.
+
+    ``$AUTOPARSER_CORPUS`` or ``../shared/corpus`` are used as they are when present (see
+    :func:`analyzer.corpus.corpus_dir`); otherwise the user cache, which is filled (all of
+    the pinned manifest, once) when it lacks anything. ``progress`` receives one line before
+    a fetch and one after it. A fetch that fails raises :class:`CorpusError`.
+
+    Example::
+
+        >>> (ensure_corpus(progress=lambda line: None) / "MANIFEST.tsv").is_file()
+        True
+    """
+    run = Run(cache=cache_root())
+    if os.environ.get(ENV_VAR):
+        return corpus_dir()  # an explicit setting is used as it is (an error when it is no folder)
+    try:
+        found = corpus_dir()
+    except CorpusError:
+        found = None
+    pinned = read_manifest(PINNED_MANIFEST)
+    if found is not None and (found.resolve() != run.corpus.resolve() or cache_complete(run, pinned)):
+        return found
+    progress(f"chat-autoparser: fetching the pinned template corpus ({len(pinned)} templates, about 130 MB of "
+             f"PyPI archives, once) into {run.cache}; later runs read the cache")
+    started = time.monotonic()
+    templates = fetch(run, full=True, verify=False, manifest=PINNED_MANIFEST)
+    if run.errors or run.missing or not cache_complete(run, pinned):
+        problems = run.errors + [f"missing {name}" for name in run.missing]
+        raise CorpusError(f"fetching the corpus into {run.cache} failed: {'; '.join(problems[:3]) or 'incomplete'}; "
+                          f"run `fetch-corpus` to see every message, or set ${ENV_VAR} to a corpus folder")
+    progress(f"chat-autoparser: {templates} templates in {run.corpus} "
+             f"({run.downloaded_bytes / 1e6:.0f} MB downloaded in {time.monotonic() - started:.0f} s)")
+    return run.corpus
 
 
 def _summary(run: Run, templates: int, seconds: float) -> None:
@@ -528,7 +577,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               pypi_url=args.pypi_url)
     started, templates = time.monotonic(), 0
     try:
-        templates = fetch(run, full=args.full, verify=args.verify, manifest=args.manifest)
+        templates = fetch(run, full=not args.llama_cpp_only, verify=args.verify, manifest=args.manifest)
     except (CorpusError, OSError) as e:
         run.error(str(e))
     _summary(run, templates, time.monotonic() - started)

@@ -32,7 +32,8 @@ Exit codes: 0 as good as the baseline (or no baseline), 1 regressions, 2 bad inp
 
 Example::
 
-    $ template-report ../shared/corpus --out report --baseline tests/report-baseline.json
+    $ template-report --corpus --out report --baseline tests/report-baseline.json
+    $ template-report ../shared/corpus --out report
     $ template-report templates/chatml-think.jinja --json - --quiet --no-timings
 """
 
@@ -58,6 +59,8 @@ from analyzer.corpus import MANIFEST_NAME, CorpusError, read_manifest
 from analyzer.errors import ChatAutoparserError
 from analyzer.markers import visible
 from generator.engines import grammar_verdict
+
+from .fetch_corpus import ensure_corpus
 
 EXIT_OK, EXIT_REGRESSION, EXIT_INPUT = 0, 1, 2
 SCHEMA = 1
@@ -968,8 +971,10 @@ def render_html(report: dict[str, Any], cmp: Comparison | None = None) -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="template-report", description="Analyse chat templates and report on "
                                 "formats, the render → parse fixed point, grammars and regressions.")
-    p.add_argument("paths", nargs="+", help=".jinja / .gguf / tokenizer_config.json files, model folders, "
+    p.add_argument("paths", nargs="*", help=".jinja / .gguf / tokenizer_config.json files, model folders, "
                                             "MANIFEST.tsv files or folders (recursive)")
+    p.add_argument("--corpus", action="store_true", help="also the template corpus the tests read ($AUTOPARSER_CORPUS, "
+                   "../shared/corpus, else the user cache, fetched first when it is missing)")
     p.add_argument("--out", help="folder for report.json, report.md and report.html (default: report/, "
                                  "unless --json/--markdown/--html name single outputs)")
     p.add_argument("--json", dest="json_path", help="write the JSON report here ('-': stdout)")
@@ -1005,11 +1010,17 @@ def _write(path: str, text: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not args.paths and not args.corpus:
+        parser.error("give templates or folders to report on, or --corpus")
     try:
         baseline = load_baseline(args.baseline) if args.baseline else None
-        entries = collect(args.paths)
-    except InputError as e:
+        paths = list(args.paths)
+        if args.corpus:
+            paths.append(str(ensure_corpus(progress=lambda line: print(line, file=sys.stderr, flush=True))))
+        entries = collect(paths)
+    except (InputError, CorpusError) as e:
         print(f"template-report: error: {e}", file=sys.stderr)
         return EXIT_INPUT
     show = not args.quiet and sys.stderr.isatty()
