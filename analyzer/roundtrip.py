@@ -116,7 +116,7 @@ def generated_text(prober: Prober, message: dict[str, Any], tools: Any,
 def _settings_for(analysis: TemplateAnalysis, wants_reasoning: bool) -> list[tuple[bool, dict[str, Any]]]:
     """(enable_thinking, template kwargs) to try: thinking on first when the message reasons,
     off first when it does not (a forced-open prompt is not continued by a plain answer)."""
-    from generator.build import thinking_setting  # noqa: PLC0415 - generator depends on analyzer, not back
+    from generator.parser import thinking_setting  # noqa: PLC0415 - generator depends on analyzer, not back
     order = (True, False) if wants_reasoning else (False, True)
     out = []
     for enable in order:
@@ -236,7 +236,7 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
 
 
 def kwargs_for(analysis: TemplateAnalysis, enable_thinking: bool) -> dict[str, Any]:
-    from generator.build import thinking_setting  # noqa: PLC0415
+    from generator.parser import thinking_setting  # noqa: PLC0415
     s = thinking_setting(analysis, enable_thinking)
     return s.kwargs_dict if s is not None else {}
 

@@ -9,7 +9,8 @@ Example::
     'Hello'
 """
 
-from .build import MessageParser, MessageStream, as_delta
+from .assemble import as_delta
+from .parser import MessageParser, MessageStream
 from .params import ChatParams, generate_parser
 
 __all__ = ["generate_parser", "ChatParams", "MessageParser", "MessageStream", "as_delta"]

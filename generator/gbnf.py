@@ -30,7 +30,8 @@ from typing import Any, Mapping, Sequence
 from analyzer.structures import Part, ReasoningMode, TemplateAnalysis, ToolCallStructure, ValueFormat
 from analyzer.values import dump
 
-from .build import channel_parts, split_turn_end
+from .calls import channel_parts
+from .message import split_turn_end
 from .values import schema_type
 
 JSON_STRING = r'"\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""'

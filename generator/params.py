@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 
 from analyzer.structures import ReasoningMode, TemplateAnalysis
 
-from .build import MessageParser, thinking_setting
+from .parser import MessageParser, thinking_setting
 
 
 @dataclass

@@ -254,11 +254,25 @@ class Marker(Parser):
 
     @classmethod
     def of(cls, text: str) -> "Marker":
+        """The marker ``text`` writes: its core, with the whitespace around it.
+
+        Example::
+
+            >>> Marker.of(" <tool_call>\\n")
+            Marker(core='<tool_call>', before=' ', after='\\n')
+        """
         core = text.strip()
         if not core:
             return cls(text, "", "")
         i = text.find(core)
         return cls(core, text[:i], text[i + len(core):])
+
+    @classmethod
+    def stop(cls, text: str) -> "Marker":
+        """A marker that ends a text region: with the whitespace the template writes before it
+        (the template's, not the text's); what follows the core is not looked at."""
+        m = cls.of(text)
+        return cls(m.core, m.before)
 
     def run(self, inp: Input, pos: int) -> Run:
         yield from _wait_for(inp, pos, len(self.before) + len(self.core))
@@ -1075,6 +1089,11 @@ class Session:
             return self.inp.drain()
         return [("chunk", tag, chunk)] if tag else []
 
+    def start_whole(self, text: str) -> None:
+        """Parse a complete text at once (the one-shot path: no coroutine where none is needed)."""
+        self.inp.set_text(text)
+        self._resume()
+
     def finish(self) -> tuple[int, list[Event]]:
         self.inp.eof = True
         if self.result is None:
@@ -1086,6 +1105,5 @@ class Session:
 def run_all(parser: Parser, text: str) -> tuple[int, list[Event]]:
     """Parse a complete text: ``(end position or FAIL, events)``."""
     s = Session(parser)
-    s.inp.set_text(text)
-    s._resume()
+    s.start_whole(text)
     return (s.result if s.result is not None else FAIL), s.inp.events

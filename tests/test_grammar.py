@@ -26,7 +26,7 @@ from analyzer.prober import Prober
 from analyzer.roundtrip import RT_TOOLS, generated_text, kwargs_for
 from analyzer.structures import ArgumentFormat
 from generator import generate_parser
-from generator.build import turn_stop_markers
+from generator.message import turn_stop_markers
 from generator.engines import EngineError, LLGuidanceChecker, LlamaCppWorker, grammar_verdict, llama_cpp_verdict
 from generator.gbnf_check import check_gbnf
 

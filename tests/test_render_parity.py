@@ -24,8 +24,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from analyzer import load_template, make_renderer
 from analyzer.corpus import CorpusEntry
 from analyzer.errors import RenderError, RenderLimitError, TemplateError, TemplateRaised

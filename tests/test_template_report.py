@@ -159,7 +159,7 @@ def test_a_broken_parser_is_caught_by_the_gate(run: dict[str, object], tmp_path:
                                                monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     """A real regression, not a doctored file: the parser starts losing the last tool call."""
-    from generator.build import MessageParser
+    from generator import MessageParser
 
     real_parse = MessageParser.parse
 

@@ -1,0 +1,422 @@
+"""Runtime events → the assistant message, and region events for streaming.
+
+The parser's events (``open``/``chunk``/``close`` of tagged regions, whole calls, errors) are
+assembled into the OpenAI-style message (content, reasoning, tool calls with JSON arguments)
+and, while streaming, into region events (seed 004's model) that :func:`as_delta` reads as
+OpenAI deltas.
+
+Example::
+
+    >>> from analyzer.structures import ToolCallStructure
+    >>> asm = Assembler(ToolCallStructure(), None)
+    >>> asm.handle([("open", "content"), ("chunk", "content", "Hi"), ("close", "content")], [])
+    >>> asm.message()["content"]
+    'Hi'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable, Iterable, Mapping
+
+from analyzer.structures import FunctionFormat, ToolCallStructure, ValueFormat
+
+from .values import schema_type, to_json_text, typed_json, unwrap_cdata
+
+
+FIELD = {"reasoning": "reasoning_content", "content": "content"}
+
+
+class CallState:
+    """One call being assembled (a plain slotted class: one is made per call, in the hot path)."""
+
+    __slots__ = ("index", "name", "id", "args", "announced", "pending", "json_ok", "n_args", "key",
+                 "value_parts", "value_streaming", "arg_type", "literal", "args_literal", "errors", "start",
+                 "chunked")
+
+    def __init__(self, index: int, start: int) -> None:
+        self.index = index
+        self.start = start  # where the call starts in the output
+        self.chunked = False  # it read some text (a broken call's text is then not content yet)
+        self.name = ""
+        self.id: str | None = None
+        self.args: list[str] = []
+        self.announced = False
+        self.pending: list[str] = []  # argument deltas before the name is known
+        self.json_ok = False  # the arguments were read by the JSON decoder whole (no need to check)
+        # tagged arguments
+        self.n_args = 0
+        self.key = ""
+        self.value_parts: list[str] = []
+        self.value_streaming = False
+        self.arg_type = ""
+        self.literal: list[str] = []
+        self.args_literal: list[str] = []
+        self.errors: list[str] = []
+
+
+class TextBuffer:
+    """Appended text in compact pieces: a stream of 4-character chunks costs about one byte per
+    character, not one str object per chunk."""
+
+    __slots__ = ("parts", "tail")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.tail: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.tail.append(text)
+        if len(self.tail) >= 256:
+            self.compact()
+
+    def compact(self) -> None:
+        """The pieces appended so far as one (``tail`` stays the same list)."""
+        self.parts.append("".join(self.tail))
+        self.tail.clear()
+
+    def getvalue(self) -> str:
+        return "".join(self.parts) + "".join(self.tail)
+
+
+class Assembler:
+    """Turns runtime events into the message and into region events (seed 004 model), each of
+    which also reads as an OpenAI-style delta (:func:`as_delta`)."""
+
+    def __init__(self, ts: ToolCallStructure, tools: Mapping[str, Mapping[str, Any]] | None) -> None:
+        self.ts = ts
+        self.tools = dict(tools or {})
+        self.text: dict[str, TextBuffer] = {"reasoning_content": TextBuffer(), "content": TextBuffer()}
+        self.calls: list[CallState] = []
+        self.current: CallState | None = None
+        self.open: str | None = None
+        self.errors: list[dict[str, Any]] = []
+        self.warnings: list[str] = []
+        self._name: list[str] = []
+        self._id: list[str] = []
+        self._in: str | None = None  # tag of the tool sub-region being read
+        self.quiet = False  # build the message only (one-shot parsing): no region events
+        # the output's text between two absolute positions, while it is still at hand (None if not)
+        self.raw: Callable[[int, int], str | None] | None = None
+        kinds = [p.kind for p in ts.call_parts]
+        self._name_part = "name" in kinds
+        # the id comes between the name and the arguments: a call is announced with it
+        self._id_follows_name = "name" in kinds and "id" in kinds and \
+            kinds.index("name") < kinds.index("id") < (kinds.index("args") if "args" in kinds else len(kinds))
+        # a call is announced once its name is read, unless an id may still come (a JSON object
+        # may write it after the arguments)
+        self._id_may_follow = self._id_follows_name or (ts.function_format == FunctionFormat.JSON_OBJECT
+                                                        and bool(ts.id_field))
+
+    # ---- output events
+    def _region(self, kind: str, fld: str, **extra: Any) -> dict[str, Any]:
+        return {"type": kind, "field": fld, **extra}
+
+    def handle(self, events: Iterable[tuple], out: list[dict[str, Any]]) -> None:
+        for ev in events:
+            kind = ev[0]
+            if kind == "chunk":
+                self.chunk(ev[1], ev[2], out)
+            elif kind == "open":
+                if ev[1] == "tool_call":  # ("open", "tool_call", where it starts)
+                    self.current = CallState(len(self.calls), ev[2])
+                else:
+                    self._open(ev[1], out)
+            elif kind == "close":
+                if ev[1] == "tool_call":  # ("close", "tool_call", where it ends or broke, whether whole)
+                    self._close_call(ev[2], ev[3], out)
+                else:
+                    self._close(ev[1], out)
+            elif kind == "call":  # a whole call read at once: (name, id, arguments, its events)
+                call = self.current
+                if not self.quiet or call is None:
+                    self.handle(ev[4], out)
+                    continue
+                self._whole_call(call, ev[1], ev[2], ev[3])
+            elif kind == "json_ok":
+                if self.current is not None:
+                    self.current.json_ok = True
+            elif kind == "abort":
+                _, start, pos, msg = ev
+                self.errors.append({"position": pos, "message": msg, "segment_start": start})
+                if self.current is not None and not self.current.name:
+                    self._unnamed(self.current, out)
+                    self.current = None
+            elif kind == "error":
+                _, pos, msg = ev
+                self.errors.append({"position": pos, "message": msg})
+                if self.current is not None:
+                    self.current.errors.append(msg)
+
+    def _whole_call(self, call: CallState, name: str, call_id: str | None, args: str) -> None:
+        """A call read whole, for the message only (one-shot): what closing its name, id and
+        arguments in turn does, without region events."""
+        self._set_name(call, name)
+        if call_id:
+            call.id = call_id
+            if not self._name_part:
+                call.name = self._name_from_id(call_id)
+        call.args.append(args)
+        call.json_ok = True
+        if call.name:
+            call.announced = True
+            call.pending = []
+
+    def _set_name(self, call: CallState, name: str) -> None:
+        call.name = name = name.strip()
+        if self.tools and name and name not in self.tools:
+            self.warnings.append(f"call to unknown tool {name!r}")
+
+    def _open(self, tag: str, out: list[dict[str, Any]]) -> None:
+        if tag in FIELD:
+            if not self.quiet:
+                out.append(self._region("region_open", FIELD[tag]))
+        elif tag in ("tool_name", "tool_id", "arg_key", "arg_value", "arg_literal", "args_literal", "arg_type",
+                     "tool_args"):
+            self._in = tag
+            if tag == "tool_name":
+                self._name = []
+            elif tag == "tool_id":
+                self._id = []
+            elif tag == "arg_key" and self.current is not None:
+                self.current.key = ""
+            elif tag in ("arg_value", "arg_literal") and self.current is not None:
+                self.current.value_parts, self.current.literal = [], []
+                self.current.value_streaming = False
+
+    def _emit_args(self, call: CallState, text: str, out: list[dict[str, Any]]) -> None:
+        if not text:
+            return
+        call.args.append(text)
+        if call.announced:
+            if not self.quiet:  # (a literal: this is the streaming path of every argument chunk)
+                out.append({"type": "region_chunk", "field": "tool_calls", "index": call.index, "text": text,
+                            "dirty": False})
+        else:
+            call.pending.append(text)
+
+    def _announce(self, call: CallState, out: list[dict[str, Any]]) -> None:
+        if call.announced or not call.name:
+            return
+        call.announced = True
+        extra = {"index": call.index, "name": call.name}
+        if call.id is not None:
+            extra["id"] = call.id
+        if not self.quiet:
+            out.append(self._region("region_open", "tool_calls", **extra))
+        for text in call.pending:
+            if not self.quiet:
+                out.append(self._region("region_chunk", "tool_calls", index=call.index, text=text, dirty=False))
+        call.pending = []
+
+    def _param_schema(self, call: CallState) -> dict[str, Any] | None:
+        tool = self.tools.get(call.name) or {}
+        props = (tool.get("parameters") or {}).get("properties") or {}
+        return props.get(call.key)
+
+    def chunk(self, tag: str, text: str, out: list[dict[str, Any]]) -> None:
+        """A chunk of text of region ``tag`` (content, reasoning, or a part of the open call)."""
+        if tag in FIELD:
+            self.text[FIELD[tag]].write(text)
+            if not self.quiet:
+                out.append(self._region("region_chunk", FIELD[tag], text=text, dirty=False))
+            return
+        call = self.current
+        if call is None:
+            return
+        call.chunked = True
+        if tag == "tool_args":
+            self._emit_args(call, text, out)
+        elif tag == "tool_name":
+            self._name.append(text)
+        elif tag == "tool_id":
+            self._id.append(text)
+        elif tag == "args_literal":
+            call.args_literal.append(text)
+        elif tag == "arg_key":
+            call.key += text
+        elif tag == "arg_type":
+            call.arg_type = text
+        elif tag == "arg_literal":
+            call.literal.append(text)
+        elif tag == "arg_value":
+            if self._string_typed(call):
+                if not call.value_streaming:
+                    call.value_streaming = True
+                    self._emit_args(call, '"', out)
+                self._emit_args(call, json.dumps(text, ensure_ascii=False)[1:-1], out)
+            else:
+                call.value_parts.append(text)
+
+    def _string_typed(self, call: CallState) -> bool:
+        """A raw tagged value streams as a JSON string when its schema (or, without one, its
+        typed marker) says string: the text is final as it arrives. (Not for formats that may
+        wrap values in CDATA: those are read whole and unwrapped.)"""
+        if any(f.cdata_chars for _, f in self.ts.value_formats):
+            return False
+        schema = self._param_schema(call)
+        t = schema_type(schema)
+        if t is not None:
+            return t == "string"
+        if call.arg_type:
+            for jtype, text in self._typed_texts():
+                if text == call.arg_type:
+                    return jtype == "string"
+        return schema is None and not self.tools.get(call.name)
+
+    def _typed_texts(self) -> list[tuple[str, str]]:
+        return [bt for p in self.ts.arg_parts if p.kind == "typed" for bt in p.by_type]
+
+    def _close(self, tag: str, out: list[dict[str, Any]]) -> None:
+        if tag in FIELD:
+            value = self.text[FIELD[tag]].getvalue()
+            if not self.quiet:
+                out.append(self._region("region_close", FIELD[tag], value=value))
+            return
+        call = self.current
+        if call is None:
+            return
+        if tag == "tool_name":
+            self._set_name(call, "".join(self._name))
+            if call.args or call.id is not None or not self._id_may_follow:
+                self._announce(call, out)
+        elif tag == "tool_id":
+            call.id = "".join(self._id) or None
+            if call.id is None:
+                return
+            if not self._name_part:
+                call.name = self._name_from_id(call.id)  # the id is where the name is written
+                self._announce(call, out)
+            elif call.announced and not self.quiet:  # an id written after the arguments began
+                out.append(self._region("region_update", "tool_calls", index=call.index, id=call.id))
+            elif call.name:
+                self._announce(call, out)
+        elif tag == "tool_args":
+            self._announce(call, out)
+        elif tag == "args_literal":
+            text = "".join(call.args_literal)
+            try:
+                converted = to_json_text(text, self.ts.args_format)
+            except (ValueError, SyntaxError) as e:
+                converted = text
+                call.errors.append(f"arguments not readable: {e}")
+                self.errors.append({"position": -1, "message": f"arguments of {call.name!r} not readable (kept raw)"})
+            self._announce(call, out)
+            self._emit_args(call, converted, out)
+        elif tag == "arg_key":
+            self._announce(call, out)
+            self._emit_args(call, ("{" if call.n_args == 0 else ", ") + json.dumps(call.key.strip(),
+                                                                                ensure_ascii=False) + ": ", out)
+            call.n_args += 1
+        elif tag in ("arg_value", "arg_literal"):
+            if tag == "arg_value" and call.value_streaming:
+                self._emit_args(call, '"', out)
+            elif tag == "arg_value":
+                raw = unwrap_cdata("".join(call.value_parts))
+                self._emit_args(call, typed_json(raw, self._param_schema(call), self._value_format()), out)
+            else:
+                raw = "".join(call.literal)
+                try:
+                    text = to_json_text(raw, dict(self.ts.value_formats).get("string") or ValueFormat())
+                except (ValueError, SyntaxError):
+                    text = typed_json(raw, self._param_schema(call))
+                self._emit_args(call, text, out)
+            call.arg_type = ""
+
+    def _close_call(self, end: int, whole: bool, out: list[dict[str, Any]]) -> None:
+        """The end of a call: ``end`` is where it ends (``whole``) or where it broke."""
+        call = self.current
+        if call is not None and not call.name and call.id:
+            call.name = self._name_from_id(call.id)
+        if call is not None and call.name:
+            self._finish_call(call, out)
+            self.calls.append(call)
+        elif call is not None:
+            self._unnamed(call, out, end, whole)
+        self.current = None
+
+    def _unnamed(self, call: CallState, out: list[dict[str, Any]], end: int = -1, whole: bool = False) -> None:
+        """A call that never got a name was never shown: its text stays, as content. Verbatim
+        when the output still holds it (``raw``): the whole call, or up to where it broke when it
+        read some text (else the broken segment's text is content already); else what it read."""
+        raw = None
+        if self.raw is not None and call.start < end and (whole or call.chunked):
+            raw = self.raw(call.start, end)
+        text = raw if raw is not None else "".join(call.args)
+        if text:
+            self.errors.append({"position": call.start if raw is not None else -1,
+                                "message": "a tool call without a name (kept as content)"})
+            self._open("content", out)
+            self.chunk("content", text, out)
+            self._close("content", out)
+        call.args = []
+
+    def _name_from_id(self, call_id: str) -> str:
+        """The function name inside an id that carries it (``functions.get_weather:0``): the
+        longest known tool name it contains, else the id without a namespace and an index."""
+        known = [n for n in self.tools if n in call_id]
+        if known:
+            return max(known, key=len)
+        return re.sub(r"[:_-]\d+$", "", call_id).rsplit(".", 1)[-1]
+
+    def _value_format(self) -> ValueFormat | None:
+        return dict(self.ts.value_formats).get("object")
+
+    def _finish_call(self, call: CallState, out: list[dict[str, Any]]) -> None:
+        self._announce(call, out)
+        if self.ts.args_mode == "tagged" or not call.args:
+            if call.n_args:
+                self._emit_args(call, "}", out)
+            elif not call.args:
+                self._emit_args(call, "{}", out)
+        args = "".join(call.args)
+        ok = call.json_ok and len(call.args) == 1
+        call.args = [args]  # one string per finished call
+        try:
+            if not ok:
+                json.loads(args)
+        except ValueError:
+            if not call.errors:
+                self.errors.append({"position": -1, "message": f"arguments of {call.name!r} are not valid JSON "
+                                                               "(kept as the model wrote them)"})
+        if not self.quiet:
+            out.append(self._region("region_close", "tool_calls", index=call.index, value=self._call_dict(call)))
+
+    def _call_dict(self, call: CallState) -> dict[str, Any]:
+        d: dict[str, Any] = {"type": "function", "function": {"name": call.name, "arguments": "".join(call.args)}}
+        if call.id is not None:
+            d = {"id": call.id, **d}
+        return d
+
+    def message(self) -> dict[str, Any]:
+        msg: dict[str, Any] = {"role": "assistant",
+                               "content": self.text["content"].getvalue() or None,
+                               "reasoning_content": self.text["reasoning_content"].getvalue() or None}
+        if self.calls:
+            msg["tool_calls"] = [self._call_dict(c) for c in self.calls]
+        if self.errors:
+            msg["parse_error"] = self.errors[0] if len(self.errors) == 1 else {**self.errors[0],
+                                                                                "more": self.errors[1:]}
+        if self.warnings:
+            msg["parse_warnings"] = list(self.warnings)
+        return msg
+
+
+def as_delta(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The OpenAI-style streaming delta an event stands for (None for events that add nothing)."""
+    fld, kind = event.get("field"), event.get("type")
+    if fld in ("content", "reasoning_content") and kind == "region_chunk":
+        return {fld: event["text"]}
+    if fld == "tool_calls":
+        if kind == "region_open":
+            call: dict[str, Any] = {"index": event["index"], "type": "function",
+                                    "function": {"name": event["name"], "arguments": ""}}
+            if "id" in event:
+                call["id"] = event["id"]
+            return {"tool_calls": [call]}
+        if kind == "region_chunk":
+            return {"tool_calls": [{"index": event["index"], "function": {"arguments": event["text"]}}]}
+        if kind == "region_update":
+            return {"tool_calls": [{"index": event["index"], "id": event["id"]}]}
+    return None

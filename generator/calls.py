@@ -1,0 +1,310 @@
+"""Tool calls and tool sections from the call skeleton the analysis learned (literal parts, name,
+id, index, arguments), and the guards that start them.
+
+JSON-object calls between literals are read by :class:`~generator.json_call.JsonCall`; every
+other format through its exact skeleton, with tagged arguments as units typed later by the
+tool's schema, and channel headers in any attribute order.
+
+Example::
+
+    >>> from analyzer import analyze_template
+    >>> tool_guards(analyze_template("templates/chatml-think.jinja").tool_call_structure)
+    ('<tool_call>',)
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from analyzer.markers import is_marker, pairs, tokenize
+from analyzer.structures import FunctionFormat, Part, ToolCallStructure
+
+from .json_call import JsonCall
+from .peg import NEED, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, Opt, Parser, Repeat, Run, Seq, Until
+from .recovery import Closer, Recover
+from .values import LiteralValue
+
+
+def first_literal(parts: Sequence[Part]) -> str:
+    for p in parts:
+        if p.kind == "lit" and p.text.strip():
+            return p.text
+        if p.kind != "lit":
+            return ""
+    return ""
+
+
+def _follow(parts: Sequence[Part], i: int, after: Sequence[str], ts: ToolCallStructure | None = None
+            ) -> list[Marker]:
+    """Markers that can come right after part ``i``: the next literal, else what follows.
+    Tagged arguments start with their unit's first literal, and may be absent."""
+    out: list[Marker] = []
+    ws = ""  # whitespace-only literals on the way belong in front of the next marker
+
+    def lead(text: str) -> Marker:
+        m = Marker.of(ws + text)
+        return m
+
+    for p in parts[i + 1:]:
+        if p.kind == "lit" and p.text.strip():
+            return out + [lead(p.text)]
+        if p.kind == "lit":
+            ws += p.text
+            continue
+        if p.kind == "typed":
+            return out + [lead(t) for _, t in p.by_type if t.strip()]
+        if p.kind == "args" and ts is not None and ts.args_mode == "tagged":
+            first = first_literal(ts.arg_parts)
+            if first.strip():
+                out.append(lead(first))
+            if ts.args_empty and ts.args_empty.strip():
+                out.append(lead(ts.args_empty))
+            continue  # no arguments: whatever follows them
+        if ws and not out:
+            return [Marker.of(ws)]  # only whitespace separates this part from the next value
+        return out
+    return out + [lead(a) for a in after if a.strip()]
+
+
+def _typed_choice(part: Part, tag: str | None) -> Parser:
+    texts = sorted({t for _, t in part.by_type if t}, key=len, reverse=True)
+    alts = [((t,), Capture(tag, Lit(t)) if tag else Lit(t)) for t in texts]
+    return Choice(alts, Empty())
+
+
+class _TaggedArgs:
+    def __init__(self, ts: ToolCallStructure, after: Sequence[str]) -> None:
+        self.ts = ts
+        self.after = list(after)
+
+    def unit(self) -> Parser:
+        parts = list(self.ts.arg_parts)
+        seq: list[Parser] = []
+        seen_key = False
+        for i, p in enumerate(parts):
+            stops = _follow(parts, i, ([self.ts.arg_separator] if self.ts.arg_separator.strip() else [])
+                            + self.after)
+            if p.kind == "lit":
+                seq.append(Marker.of(p.text) if p.text.strip() else Lit(p.text))
+            elif p.kind == "key":
+                seq.append(Capture("arg_key", Until(stops, to_end=False)) if not seen_key
+                           else Until(stops, tag="", to_end=False))
+                seen_key = True
+            elif p.kind == "typed":
+                seq.append(_typed_choice(p, "arg_type"))
+            elif p.kind == "value":
+                fmt = dict(self.ts.value_formats).get("string")
+                if fmt is not None and not fmt.raw_strings:
+                    seq.append(Capture("arg_literal", LiteralValue(fmt)))
+                else:
+                    seq.append(Capture("arg_value", Until(stops, to_end=True)))
+        return Seq(*seq)
+
+    def parser(self) -> Parser:
+        unit = self.unit()
+        sep = (Marker.of(self.ts.arg_separator) if self.ts.arg_separator.strip() else Lit(self.ts.arg_separator)) \
+            if self.ts.arg_separator else None
+        closers = tuple(g for a in self.after if a.strip() for g in Marker.of(a).first() if g)
+        body = Repeat(unit, sep, min=0, closers=closers)
+        if self.ts.args_empty:
+            return Choice([((self.ts.args_empty,), Lit(self.ts.args_empty))], body)
+        return body
+
+
+def _args_parser(ts: ToolCallStructure, after: list[Marker]) -> Parser:
+    if ts.args_mode == "tagged":
+        return _TaggedArgs(ts, [m.before + m.core + m.after for m in after]).parser()
+    fmt = ts.args_format
+    if fmt.kind == "json":
+        return Capture("tool_args", Recover(JsonValue(), after))
+    return Capture("args_literal", Recover(LiteralValue(fmt), after))
+
+
+def skeleton_call(ts: ToolCallStructure) -> Parser:
+    parts = list(ts.call_parts)
+    closers = [ts.call_separator, ts.tool_section_end]
+    seq: list[Parser] = []
+    args_at = next((i for i, p in enumerate(parts) if p.kind == "args"), len(parts))
+    # name <marker> id <marker>: the id and its marker may be missing (models write ids or not)
+    optional_id = {i for i in range(1, len(parts) - 2)
+                   if parts[i - 1].kind == "name" and parts[i].kind == "lit" and parts[i + 1].kind == "id"
+                   and parts[i + 2].kind == "lit" and parts[i].text.strip() and parts[i + 2].text.strip()
+                   and Marker.of(parts[i].text).core != Marker.of(parts[i + 2].text).core}
+    skip = -1
+    for i, p in enumerate(parts):
+        if i == skip:
+            continue
+        stops = _follow(parts, i, closers, ts)
+        if i + 1 in optional_id:  # the name also ends where the arguments' marker begins
+            stops = stops + [Marker.of(parts[i + 3].text)]
+        if i in optional_id:
+            m = Marker.of(p.text)
+            seq.append(Opt(Seq(m, Capture("tool_id", Until(_follow(parts, i + 1, closers, ts), to_end=False))),
+                           tuple(g for g in m.first() if g)))
+            skip = i + 1
+            continue
+        if p.kind == "lit":
+            if i > args_at and p.text.strip():
+                seq.append(Closer(Marker.of(p.text)))
+            else:
+                seq.append(Marker.of(p.text) if p.text.strip() else Lit(p.text))
+        elif p.kind == "name":
+            if any(q.kind == "name" for q in parts[:i]):
+                seq.append(Until(stops, tag="", to_end=False))  # the name again (a recipient header)
+            else:
+                seq.append(Capture("tool_name", Until(stops, to_end=False)))
+        elif p.kind == "id":
+            seq.append(Capture("tool_id", Until(stops, to_end=False)))
+        elif p.kind == "index":
+            seq.append(Until(stops, tag="", to_end=False))
+        elif p.kind == "args":
+            seq.append(_args_parser(ts, stops))
+        elif p.kind == "typed":
+            seq.append(_typed_choice(p, None))
+    return Capture("tool_call", Seq(*seq), where=True)
+
+
+def json_frame(ts: ToolCallStructure) -> tuple[str, str] | None:
+    """The literal text before the call's JSON object and after it (``<tool_call>\n`` ...
+    ``\n</tool_call>``), or None when the call is not one JSON object between literals."""
+    parts = ts.call_parts
+    if not parts or parts[0].kind != "lit" or parts[-1].kind != "lit":
+        return None
+    first, last = parts[0].text, parts[-1].text
+    k, j = first.find("{"), last.find("}")
+    if k < 0 or j < 0:
+        return None
+    return first[:k], last[j + 1:]
+
+
+def _around(text: str) -> Parser:
+    return Empty() if not text.strip() else Marker.of(text)
+
+
+def _call_parser(ts: ToolCallStructure) -> Parser:
+    frame = json_frame(ts)
+    if frame is not None and ts.function_format in (FunctionFormat.JSON_OBJECT, FunctionFormat.NAME_AS_KEY):
+        # broken arguments run up to the call's own closing brace and what follows it
+        closing = ["}" + frame[1]] if frame[1].strip() else []
+        stops = [Marker.of(x) for x in (*closing, frame[1], ts.call_separator, ts.tool_section_end) if x.strip()]
+        inner = (JsonCall(ts.name_field, ts.args_field, ts.id_field, stops=stops)
+                 if ts.function_format == FunctionFormat.JSON_OBJECT
+                 else JsonCall("", "", "", name_as_key=True, stops=stops))
+        after = Closer(Marker.of(frame[1])) if frame[1].strip() else Empty()
+        return Capture("tool_call", Seq(_around(frame[0]), inner, after), where=True)
+    return skeleton_call(ts)
+
+
+def channel_parts(ts: ToolCallStructure) -> tuple[str, str, str, str] | None:
+    """For channel formats, ``(recipient, channel_marker, header_end, close)``: the literal
+    before the name (``to=functions.``), the first marker after it (``<|channel|>``), the marker
+    that ends the header (``<|message|>``) and what closes the call. Header attributes form an
+    unordered set (models write ``<|channel|>x to=functions.f <|constrain|>json<|message|>``
+    where a template writes `` to=functions.f<|channel|>x json<|message|>``)."""
+    if ts.function_format != FunctionFormat.CHANNEL_BASED:
+        return None
+    parts = list(ts.call_parts)
+    kinds = [p.kind for p in parts]
+    if kinds[:4] != ["lit", "name", "lit", "args"] and kinds[1:5] != ["lit", "name", "lit", "args"]:
+        return None
+    i = kinds.index("name")
+    recipient = parts[i - 1].text.strip()
+    toks = [t for t in tokenize(parts[i + 1].text) if is_marker(t)]
+    if not recipient or len(toks) < 2:
+        return None
+    close = parts[kinds.index("args") + 1].text if kinds.index("args") + 1 < len(parts) else ""
+    return recipient, toks[0], toks[-1], close
+
+
+class ChannelHeader(Parser):
+    """A call header in any attribute order: the text up to ``end``, in which ``recipient``
+    followed by the function name must occur."""
+
+    def __init__(self, recipient: str, end: str) -> None:
+        self.recipient, self.end = recipient, end
+
+    def run(self, inp: Input, pos: int) -> Run:
+        while True:
+            j = inp.find(self.end, pos)
+            if j >= 0:
+                break
+            if inp.eof:
+                return inp.fail(pos, f"expected {self.end!r}")
+            yield NEED
+        header = inp.get(pos, j)
+        k = header.find(self.recipient)
+        if k < 0:
+            return inp.fail(pos, f"no {self.recipient!r} in the header")
+        m = re.match(r"[A-Za-z0-9_.\-]+", header[k + len(self.recipient):])
+        if not m:
+            return inp.fail(pos + k, "no function name after the recipient")
+        inp.events += [("open", "tool_name"), ("chunk", "tool_name", m.group(0)), ("close", "tool_name")]
+        inp.chunks += 1
+        return j + len(self.end)
+
+
+def channel_call(ts: ToolCallStructure, parts: tuple[str, str, str, str]) -> Parser:
+    recipient, channel, end, close = parts
+    args = _args_parser(ts, [Marker.of(close)] if close.strip() else [])
+    after = Closer(Marker.of(close)) if close.strip() else Empty()
+    return Capture("tool_call", Seq(Lit(channel), ChannelHeader(recipient, end), args, after), where=True)
+
+
+def tool_guards(ts: ToolCallStructure) -> tuple[str, ...]:
+    """Literals that start a tool section (section start, else the call's first literal)."""
+    if ts.tool_section_start.strip():
+        return Marker.of(ts.tool_section_start).first()
+    frame = json_frame(ts)
+    if frame is not None and ts.function_format in (FunctionFormat.JSON_OBJECT, FunctionFormat.NAME_AS_KEY):
+        if frame[0].strip():
+            return tuple(g for g in Marker.of(frame[0]).first() if g)
+        # a bare JSON object: decided by its opening and first key, as the template writes them
+        return (ts.call_parts[0].text.strip(),) if ts.call_parts[0].text.strip() else ()
+    lit = first_literal(ts.call_parts)
+    return tuple(g for g in Marker.of(lit).first() if g) if lit else ()
+
+
+def tool_section(ts: ToolCallStructure, parallel: bool) -> Parser:
+    call = _call_parser(ts)
+    if ts.call_separator.strip() or ts.call_separator:
+        sep = Marker.of(ts.call_separator) if ts.call_separator.strip() else Lit(ts.call_separator)
+    else:
+        sep = None
+    closers = tuple(g for x in (ts.tool_section_end,) if x.strip() for g in Marker.of(x).first() if g)
+    json_calls = json_frame(ts) is not None and ts.function_format in (FunctionFormat.JSON_OBJECT,
+                                                                         FunctionFormat.NAME_AS_KEY)
+    calls = Repeat(call, sep, min=1, max=None if parallel else 1, closers=closers,
+                   skip_ws=json_calls and not json_frame(ts)[0].strip())
+    pieces: list[Parser] = []
+    if ts.tool_section_start.strip():
+        pieces.append(Marker.of(ts.tool_section_start))
+    pieces.append(calls)
+    if ts.tool_section_end.strip() and not turn_end_like(ts):
+        end = Marker.of(ts.tool_section_end)
+        pieces.append(Opt(end, tuple(g for g in end.first() if g)))  # may be cut off with the stop token
+    return Seq(*pieces)
+
+
+def turn_end_like(ts: ToolCallStructure) -> bool:
+    """A section end that closes nothing the section opened (``<|tool_response>``, ``<|eom_id|>``)
+    marks the end of a tool-call turn rather than of the section."""
+    end = [t for t in tokenize(ts.tool_section_end) if is_marker(t)]
+    start = [t for t in tokenize(ts.tool_section_start) if is_marker(t)]
+    return bool(end) and not any(pairs(a, b) for a in start for b in end)
+
+
+def tool_stops(ts: ToolCallStructure, enabled: bool) -> list[Marker]:
+    if not (enabled and ts.supports_tools and ts.call_parts):
+        return []
+    return [Marker(g, separator_ws(ts)) for g in tool_guards(ts) if g and g.strip() == g]
+
+
+def separator_ws(ts: ToolCallStructure) -> str:
+    """The whitespace a template writes between content and the calls: it belongs to the calls
+    (content parsed back renders the same turn)."""
+    sep = ts.content_separator
+    if sep and not sep.strip():
+        return sep
+    src = ts.tool_section_start if ts.tool_section_start.strip() else (first_literal(ts.call_parts) or "")
+    return Marker.of(src).before if src.strip() else ""

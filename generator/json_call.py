@@ -1,0 +1,287 @@
+"""Tool calls written as JSON objects (``{"name": ..., "arguments": ...}`` in any key order and
+spacing): fields are routed by name, the arguments keep the model's own bytes.
+
+Example::
+
+    >>> from generator.peg import run_all
+    >>> events = run_all(JsonCall("name", "arguments", ""), '{"arguments": {"a": 1}, "name": "f"}')[1]
+    >>> [e for e in events if e[0] == "chunk"]
+    [('chunk', 'tool_args', '{"a": 1}'), ('chunk', 'tool_name', 'f')]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from json.decoder import scanstring
+from typing import Sequence
+
+from .peg import (FAIL, NEED, SCAN, SLOW, Capture, Input, JsonValue, Marker, Parser, Run, _Fast, number_cut)
+from .recovery import Recover
+
+
+class JsonCall(Parser):
+    """A call written as a JSON object: fields routed by name (``name``, ``arguments``, ``id``
+    as the template names them), in any order and spacing; other fields are skipped. Invalid
+    arguments are kept raw up to ``stops`` (the call's closing markers)."""
+
+    def __init__(self, name_field: str, args_field: str, id_field: str, name_as_key: bool = False,
+                 stops: Sequence[Marker] = ()) -> None:
+        self.name_field, self.args_field, self.id_field = name_field, args_field, id_field
+        self.name_as_key = name_as_key
+        self.stops = list(stops) or [Marker("}")]
+        self._name = Capture("tool_name", JsonString())
+        self._id = Capture("tool_id", JsonString())
+        self._args = Capture("tool_args", Recover(JsonValue(), self.stops))
+        self._skip_value = JsonValue(tag="")
+
+    def first(self) -> tuple[str, ...]:
+        return ("{",)
+
+    def fast(self, inp: Input, pos: int) -> int:
+        """A whole, valid object already in the buffer, read with the C decoder; anything else
+        (incomplete, broken: recovery decides) goes the streaming way."""
+        events: list[tuple] = []
+        end = self._fast_object(inp, pos - inp.base, events, [False])
+        if end is None:
+            return SLOW
+        inp.chunk_pos = end + inp.base
+        if len(events) in (7, 10) and events[-1] is _JSON_OK and events[0] == _NAME_OPEN and \
+                events[1][0] == "chunk" and events[-4] == _ARGS_OPEN and (len(events) == 7 or events[3] == _ID_OPEN):
+            # the usual call: name (id) arguments, as one event (the events it stands for kept)
+            inp.events.append(("call", events[1][2], events[4][2] if len(events) == 10 else None, events[-3][2],
+                               events))
+            inp.chunks += len(events) // 3
+        else:
+            inp.events += events
+            inp.chunks += sum(1 for e in events if e[0] == "chunk")
+        return end + inp.base
+
+    def _fast_object(self, inp: Input, i: int, events: list[tuple], named: list[bool]) -> int | None:
+        text = inp.text
+        m = _OPEN.match(text, i)
+        if m is None:
+            return None
+        i = m.end()
+        if text.startswith("}", i):
+            return i + 1
+        while True:
+            if not text.startswith('"', i):
+                return None
+            try:
+                key, i = scanstring(text, i + 1)
+                m = _COLON.match(text, i)
+                if m is None:
+                    return None
+                i = m.end()
+                value, j = SCAN(text, i)
+            except (StopIteration, ValueError):
+                return None
+            if j >= len(text) and not inp.eof:
+                return None  # a number may go on
+            if number_cut(text, i, j):
+                return None
+            if self.name_as_key and named[0]:
+                events.append(("error", i + inp.base, f"extra key {key!r} in the call object (ignored)"))
+            elif self.name_as_key:
+                named[0] = True
+                events += [("open", "tool_name"), ("chunk", "tool_name", key), ("close", "tool_name"),
+                           ("open", "tool_args"), ("chunk", "tool_args", text[i:j]), ("close", "tool_args"),
+                           _JSON_OK]
+            elif key == self.name_field and named[0]:
+                events.append(("error", i + inp.base, f"repeated key {key!r} in the call object (ignored)"))
+            elif key == self.name_field or (key == self.id_field and self.id_field):
+                tag = "tool_name" if key == self.name_field else "tool_id"
+                named[0] = named[0] or tag == "tool_name"
+                events += [("open", tag)]
+                value = value if isinstance(value, str) else json.dumps(value)
+                if value:
+                    events.append(("chunk", tag, value))
+                events.append(("close", tag))
+            elif key == self.args_field:
+                events += [("open", "tool_args"), ("chunk", "tool_args", text[i:j]), ("close", "tool_args"),
+                           _JSON_OK]
+            elif isinstance(value, dict) and not named[0]:
+                if self._fast_object(inp, i, events, named) is None:  # a wrapper ({"function": {...}})
+                    return None
+            m = _NEXT.match(text, j)
+            if m is None:
+                return None
+            if m.group(1) == "}":
+                return m.end(1)
+            i = m.end()
+
+    def run(self, inp: Input, pos: int) -> Run:
+        end = yield from self._object(inp, pos, [False])
+        inp.recovered = False
+        return end
+
+    def _object(self, inp: Input, pos: int, named: list[bool]) -> Run:
+        """The object's fields; a field this call does not name, holding an object, is read the
+        same way while no name was found (``{"type": "function", "function": {"name": ...}}``).
+        What the buffer already holds is read directly; the rest waits for input."""
+
+        def skip(p: int) -> Run:
+            while True:
+                p = _skip_now(inp, p)
+                if p < inp.end or inp.eof:
+                    return p
+                yield NEED
+
+        def at(p: int) -> str:
+            return inp.text[p - inp.base] if p < inp.end else ""
+
+        def settle(p: int) -> Run:
+            """Streaming, the fields before the arguments carry nothing to stream: they are read
+            once a bracket comes (the arguments' or the object's), in one go."""
+            if inp.eof or not _BRACKETS.isdisjoint(inp.text[p - inp.base:]):
+                return
+            inp.pin(p)
+            inp.fast = _Fast(_BRACKETS, "", inp.end)
+            try:
+                yield NEED
+            finally:
+                inp.fast = None
+                inp.unpin(p)
+
+        yield from settle(pos)
+        pos = yield from skip(pos)
+        if at(pos) != "{":
+            return inp.fail(pos, "expected '{'")
+        pos += 1
+        first = True
+        while True:
+            yield from settle(pos)
+            pos = yield from skip(pos)
+            if at(pos) == "}":
+                return pos + 1
+            if not first:
+                if at(pos) != ",":
+                    return inp.fail(pos, "expected ','")
+                pos = yield from skip(pos + 1)
+            first = False
+            now = _key_now(inp, pos)
+            if now is not None:
+                key, pos = now
+            else:
+                key_start = inp.pin(pos)
+                try:
+                    pos = yield from self._skip_value.run(inp, pos)  # the key (a JSON string), untagged
+                finally:
+                    inp.unpin(key_start)
+                if pos == FAIL:
+                    return FAIL
+                try:
+                    key = json.loads(inp.get(key_start, pos))
+                except ValueError:
+                    return inp.fail(key_start, "invalid JSON key")
+                pos = yield from skip(pos)
+                if at(pos) != ":":
+                    return inp.fail(pos, "expected ':'")
+                pos = yield from skip(pos + 1)
+            inp.recovered = False
+            value: Parser | None = self._skip_value
+            if self.name_as_key and named[0]:
+                inp.events.append(("error", pos, f"extra key {key!r} in the call object (ignored)"))
+            elif self.name_as_key:
+                named[0] = True
+                inp.events += [("open", "tool_name"), ("chunk", "tool_name", key), ("close", "tool_name")]
+                value = self._args
+            elif key == self.name_field and named[0]:
+                inp.events.append(("error", pos, f"repeated key {key!r} in the call object (ignored)"))
+            elif key == self.name_field:
+                named[0] = True
+                value = self._name
+            elif key == self.args_field:
+                value = self._args
+            elif key == self.id_field and self.id_field:
+                value = self._id
+            elif not named[0] and at(pos) == "{":
+                value = None
+                pos = yield from self._object(inp, pos, named)
+            if value is not None:
+                r = value.fast(inp, pos)
+                pos = (yield from value.run(inp, pos)) if r == SLOW else r
+            if pos == FAIL:
+                return FAIL
+            if inp.recovered:  # the object is broken: the call ends where its raw arguments end
+                p = yield from skip(pos)
+                if (yield from _peek(inp, p, "}")):  # with the object's own closing brace
+                    return p + 1
+                return pos
+
+
+_BRACKETS = frozenset("{}[]")
+
+
+def _string_now(text: str, i: int) -> tuple[str, int] | None:
+    """A valid JSON string starting at ``i`` and complete in ``text``: (its value, its end)."""
+    if not text.startswith('"', i) or text.find('"', i + 1) < 0:
+        return None
+    try:
+        return scanstring(text, i + 1)
+    except ValueError:
+        return None
+
+
+def _key_now(inp: Input, pos: int) -> tuple[str, int] | None:
+    """A key and its colon already in the buffer: (key, position after the colon and spaces)."""
+    text = inp.text
+    key = _string_now(text, pos - inp.base)
+    m = _COLON.match(text, key[1]) if key is not None else None
+    if m is None or m.end() >= len(text) and not inp.eof:
+        return None
+    return key[0], m.end() + inp.base
+
+
+def _skip_now(inp: Input, pos: int) -> int:
+    """Past the whitespace the buffer holds at ``pos``."""
+    i = pos - inp.base
+    text = inp.text
+    if i < len(text) and text[i] in " \t\r\n":
+        i = _WS.match(text, i).end()
+    return i + inp.base
+
+
+_WS = re.compile(r"[ \t\r\n]*")
+_JSON_OK = ("json_ok",)  # the arguments just closed were decoded whole: valid JSON
+_NAME_OPEN, _ID_OPEN, _ARGS_OPEN = ("open", "tool_name"), ("open", "tool_id"), ("open", "tool_args")
+_OPEN = re.compile(r"[ \t\r\n]*\{[ \t\r\n]*")
+_COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")
+_NEXT = re.compile(r"[ \t\r\n]*([,}])[ \t\r\n]*")
+
+
+def _peek(inp: Input, pos: int, s: str) -> Run:
+    while inp.end - pos < len(s) and not inp.eof:
+        yield NEED
+    return inp.startswith(s, pos)
+
+
+class JsonString(Parser):
+    """A JSON string value; its decoded text is the region's text (a bare value is taken as is)."""
+
+    def fast(self, inp: Input, pos: int) -> int:
+        found = _string_now(inp.text, pos - inp.base)
+        if found is None:
+            return SLOW
+        inp.emit(inp.tag(None), found[0], found[1] + inp.base)
+        return found[1] + inp.base
+
+    def run(self, inp: Input, pos: int) -> Run:
+        start = inp.pin(pos)
+        try:
+            end = yield from JsonValue(tag="").run(inp, pos)
+        finally:
+            inp.unpin(start)
+        if end == FAIL:
+            return FAIL
+        raw = inp.get(start, end)
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        inp.emit(inp.tag(None), value if isinstance(value, str) else json.dumps(value), end)
+        return end
+
+    def first(self) -> tuple[str, ...]:
+        return ('"',)

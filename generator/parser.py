@@ -1,0 +1,236 @@
+"""The public parser: :class:`MessageParser` (one-shot) and :class:`MessageStream` (streaming),
+and the thinking setting a request runs under.
+
+Example::
+
+    >>> from analyzer import analyze_template
+    >>> p = MessageParser(analyze_template("templates/chatml-think.jinja"))
+    >>> s = p.stream()
+    >>> [e["text"] for c in ("<think>\\nh", "m\\n</think>\\nHi") for e in s.feed(c) if e["type"] == "region_chunk"]
+    ['h', 'm', 'Hi']
+    >>> s.finish()[0]["content"]
+    'Hi'
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from analyzer.errors import ParseError
+from analyzer.structures import ReasoningMode, TemplateAnalysis, ToolCallStructure
+
+from .assemble import FIELD, Assembler, CallState
+from .message import build_message_grammar
+from .peg import FAIL, Parser, Session
+
+
+class MessageStream:
+    """Incremental parser: ``feed(chunk) -> events``, ``finish() -> (message, events)``.
+
+    Each event is a region event (``region_open``/``region_chunk``/``region_close`` with a
+    ``field``); :func:`as_delta` reads it as an OpenAI delta.
+    """
+
+    def __init__(self, grammar: Parser, ts: ToolCallStructure, tools: Mapping[str, Any] | None,
+                 strict: bool = False) -> None:
+        self._session = Session(grammar)
+        self._asm = Assembler(ts, tools)
+        self._strict = strict
+        self._done = False
+        # the hot path: while the parser waits in plain text (``_arm``), a chunk without any
+        # of ``_hot`` characters is appended to ``_tail`` and reported at once; what the
+        # parser's input owes for it is settled before the next chunk that is not (``_settle``)
+        self._hot: frozenset[str] | None = None
+        self._tail: list[str] = []
+        self._since = 0  # content/reasoning: ``_tail[_since:]`` came by the hot path, the input owes for it
+        self._field = ""
+        self._index = -1  # the call whose arguments the text is; -1: content/reasoning; -2: none (a wait)
+        self._owed = 0  # characters and chunks the input owes (arguments; content compacted out of ``_tail``)
+        self._owed_chunks = 0
+        # the text of the open call while it has no name, from its start (kept as content if it
+        # never gets one); a list of chunks, so that keeping it costs no copying
+        self._keep: list[str] | None = None
+        self._keep_call: CallState | None = None
+        self._asm.raw = self._raw
+
+    def feed(self, chunk: str) -> list[dict[str, Any]]:
+        hot = self._hot
+        if hot is not None and chunk and hot.isdisjoint(chunk):
+            index = self._index
+            if index == -2:  # the parser waits for a bracket or a quote: nothing to report
+                inp = self._session.inp
+                if self._keep is not None:
+                    self._keep.append(chunk)
+                inp.feed(chunk)
+                inp.fast.emitted = inp.end
+                return []
+            tail = self._tail
+            tail.append(chunk)
+            if index >= 0:
+                self._owed += len(chunk)
+                self._owed_chunks += 1
+                return [{"type": "region_chunk", "field": "tool_calls", "index": index, "text": chunk,
+                         "dirty": False}]
+            if len(tail) >= 256:
+                self._count_owed()
+                self._asm.text[self._field].compact()
+            return [{"type": "region_chunk", "field": self._field, "text": chunk, "dirty": False}]
+        if self._done:
+            raise RuntimeError("feed() after finish()")
+        self._settle()
+        out = self._feed(chunk)
+        self._arm()
+        return out
+
+    def _count_owed(self) -> None:
+        """What the hot path owes for the chunks it added to ``_tail`` (counted here, not per
+        chunk); the callers see that it added some."""
+        tail, since = self._tail, self._since
+        self._owed_chunks += len(tail) - since
+        self._owed += sum(map(len, tail[since:]))
+        self._since = len(tail)
+
+    def _settle(self) -> None:
+        """The input positions the hot path owes: its chunks were emitted, nothing of them is
+        read again."""
+        if self._index == -1 and self._hot is not None and len(self._tail) > self._since:
+            self._count_owed()
+        if self._owed_chunks:
+            inp = self._session.inp
+            inp.end += self._owed
+            inp.text, inp.base = "", inp.end
+            inp.fast.emitted = inp.keep_from = inp.chunk_pos = inp.end
+            inp.chunks += self._owed_chunks
+            inp.soft_pins.clear()
+            self._owed = self._owed_chunks = 0
+
+    def _arm(self) -> None:
+        """Whether the parser now waits in plain text of the message (content, reasoning or the
+        arguments of an announced call) with nothing to read back."""
+        self._hot = None
+        session = self._session
+        fast = session.inp.fast
+        if fast is None or fast.stop is None or session.result is not None or fast.emitted != session.inp.end:
+            return
+        if not fast.tag:
+            self._hot, self._index = fast.stop, -2
+            return
+        if session.inp.pins:
+            return
+        fld = FIELD.get(fast.tag)
+        if fld is not None:
+            self._hot, self._field, self._index, self._tail = fast.stop, fld, -1, self._asm.text[fld].tail
+            self._since = len(self._tail)
+            return
+        call = self._asm.current
+        if fast.tag == "tool_args" and call is not None and call.announced:
+            self._hot, self._index, self._tail = fast.stop, call.index, call.args
+
+    def _feed(self, chunk: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if self._keep is not None:
+            self._keep.append(chunk)
+        tag = self._session.take(chunk)
+        if tag is None:
+            self._asm.handle(self._session.inp.drain(), out)
+            self._track_call()
+        elif tag:
+            self._asm.chunk(tag, chunk, out)
+        return out
+
+    def _track_call(self) -> None:
+        """Keeps the open call's text from its start while it has no name."""
+        call = self._asm.current
+        if call is None or call.name:
+            self._keep = self._keep_call = None
+        elif call is not self._keep_call:
+            inp = self._session.inp
+            self._keep_call = call
+            self._keep = [inp.get(call.start, inp.end)] if call.start >= inp.base else None
+
+    def _raw(self, a: int, b: int) -> str | None:
+        """The output's text from ``a`` to ``b``, if still at hand (see ``Assembler.raw``)."""
+        if self._keep is not None and a >= self._keep_call.start:
+            text = "".join(self._keep)
+            self._keep = [text]
+            at = self._keep_call.start
+            return text[a - at:b - at] if b - at <= len(text) else None
+        inp = self._session.inp
+        return inp.get(a, b) if inp.base <= a <= b <= inp.end else None
+
+    def whole(self, text: str) -> dict[str, Any]:
+        """One-shot: the message of a complete output fed at once (no region events are built)."""
+        if self._done or self._session.inp.end:
+            raise RuntimeError("whole() on a stream that was fed")
+        self._asm.quiet = True
+        self._asm.raw = lambda a, b: text[a:b]
+        self._session.start_whole(text)
+        return self.finish()[0]
+
+    def finish(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        self._settle()
+        self._done = True
+        self._hot = None
+        end, events = self._session.finish()
+        out: list[dict[str, Any]] = []
+        self._asm.handle(events, out)
+        if end == FAIL:  # the grammar cannot fail at top level; keep the rule explicit anyway
+            inp = self._session.inp
+            self._asm.errors.append({"position": inp.error_pos, "message": inp.error})
+        message = self._asm.message()
+        if self._strict and "parse_error" in message:
+            err = message["parse_error"]
+            raise ParseError(err["message"], position=err["position"])
+        return message, out
+
+
+class MessageParser:
+    """Parses one model's output into an OpenAI-style assistant message.
+
+    Example::
+
+        >>> from analyzer import analyze_template
+        >>> p = MessageParser(analyze_template("templates/chatml-think.jinja"))
+        >>> p.parse("<think>\\nhmm\\n</think>\\nHi!")["content"]
+        'Hi!'
+    """
+
+    def __init__(self, analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, Any]] | None = None,
+                 tool_choice: str = "auto", parallel_tool_calls: bool = True, enable_thinking: bool = True,
+                 mode: ReasoningMode | None = None) -> None:
+        self.analysis = analysis
+        self.tools = {t.get("function", t)["name"]: t.get("function", t) for t in (tools or [])}
+        self.mode = mode if mode is not None else reasoning_mode_for(analysis, enable_thinking)
+        self.tools_enabled = tool_choice != "none"
+        self.parallel = parallel_tool_calls and analysis.tool_call_structure.supports_parallel
+        self.grammar = build_message_grammar(analysis, mode=self.mode, tools_enabled=self.tools_enabled,
+                                             parallel=self.parallel)
+
+    def stream(self, *, strict: bool = False) -> MessageStream:
+        return MessageStream(self.grammar, self.analysis.tool_call_structure, self.tools, strict)
+
+    def parse(self, text: str, *, strict: bool = False) -> dict[str, Any]:
+        """The message in ``text`` (raises ParseError only when ``strict``)."""
+        return self.stream(strict=strict).whole(text)
+
+
+def thinking_setting(analysis: TemplateAnalysis, enable_thinking: bool):
+    """The analysis' thinking setting for a request: on → the setting the analysis found to let
+    the model reason; off → ``enable_thinking=false`` if the template honours it, else another
+    control's off value (``reasoning=false``, ``reasoning_effort="none"``)."""
+    settings = list(analysis.thinking_settings)
+    if not settings:
+        return None
+    if enable_thinking:
+        on = [x for x in settings if x.generation_prompt == analysis.generation_prompt_thinking]
+        return on[0] if on else (analysis.setting("enable_thinking=true") or settings[0])
+    off = analysis.setting("enable_thinking=false")
+    quiet = (ReasoningMode.DISABLED, ReasoningMode.NONE)
+    if off is not None and off.reasoning_mode in quiet:
+        return off
+    return next((x for x in settings if x.reasoning_mode in quiet), off or settings[0])
+
+
+def reasoning_mode_for(analysis: TemplateAnalysis, enable_thinking: bool) -> ReasoningMode:
+    s = thinking_setting(analysis, enable_thinking)
+    return s.reasoning_mode if s is not None else analysis.content_structure.reasoning_mode

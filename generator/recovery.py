@@ -1,0 +1,189 @@
+"""Combinators that keep malformed output instead of failing on it.
+
+* :class:`Segments`: the message body, a loop of guarded segments (reasoning block, wrapped
+  content, tool section, end of turn); text between them is content, and a segment that breaks
+  is reported and its text kept as content.
+* :class:`Recover`: a parser whose failure falls back to raw text of the same region (invalid
+  JSON arguments keep the call, with the model's own text).
+* :class:`Closer`: a closing marker the output may lack when it was cut off.
+* :class:`AtEnd`: succeeds only at the end of the input.
+
+Example::
+
+    >>> from generator.peg import Capture, Seq, Until, run_all
+    >>> body = Segments([(("<b>",), Seq(Marker("<b>"), Capture("bold", Until([Marker("</b>")])), Marker("</b>")))],
+    ...                 [Marker("<b>")])
+    >>> [e for e in run_all(body, "x<b>y</b>")[1] if e[0] == "chunk"]
+    [('chunk', 'content', 'x'), ('chunk', 'bold', 'y')]
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .peg import FAIL, NEED, SLOW, Capture, Choice, Input, Marker, Parser, Run, Until, mark, rollback
+
+
+class Segments(Parser):
+    """The body: guarded segments until the end of input; text between them is ``default``.
+
+    A segment that fails is not fatal: an ``("abort", start, pos, message)`` event reports it;
+    if it emitted no text yet, its text becomes content, else parsing resumes where it failed.
+    """
+
+    def __init__(self, alternatives: Sequence[tuple[tuple[str, ...], Parser]], stops: Sequence[Marker],
+                 tail: str = "") -> None:
+        self.alternatives = [(g, p) for g, p in alternatives if g]
+        self.choice = Choice(self.alternatives, None)
+        self.stops = list(stops)
+        self.tail = tail
+
+    def _text(self, stops: Sequence[Marker]) -> Parser:
+        return Capture("content", Until(stops, tail=self.tail))
+
+    def run(self, inp: Input, pos: int) -> Run:
+        default = self._text(self.stops)
+        whole = Choice(self.alternatives, default)  # with all the input at hand: no coroutines
+        while True:
+            while inp.end <= pos and not inp.eof:
+                yield NEED
+            if pos >= inp.end and inp.eof:
+                return pos
+            if inp.eof:
+                m = mark(inp)
+                end = whole.fast(inp, pos)
+                if end > pos:
+                    pos = end
+                    continue
+                rollback(inp, m)  # a broken segment (or none): reported the coroutine way
+            start = pos
+            n_events = inp.n_events
+            chunks_before = inp.chunks
+            inp.error_pos, inp.error = -1, ""
+            pos = yield from _pinned(inp, start, self._segment(inp, start, n_events, chunks_before, default))
+
+    def _segment(self, inp: Input, pos: int, n_events: int, chunks_before: int, default: Parser) -> Run:
+        """One segment from ``pos`` (or the text that stands for it); the position after it."""
+        start = pos
+        end = yield from self.choice.run(inp, pos)
+        if end == FAIL and inp.error_pos == pos and inp.chunks == chunks_before and \
+                inp.n_events == n_events:
+            end = yield from default.run(inp, pos)  # no segment starts here: plain text
+            if end == pos:  # nothing consumed: take one character as text, to progress
+                inp.events += [("open", "content"), ("chunk", "content", inp.get(pos, pos + 1)),
+                               ("close", "content")]
+                end = pos + 1
+            return end
+        if end != FAIL:
+            return end
+        fail = max(inp.error_pos, start)
+        inp.events.append(("abort", start, fail, inp.error or "unexpected text"))
+        resume = start if inp.chunks == chunks_before else fail
+        if fail <= resume:
+            fail = resume
+        # the broken segment's text is content, verbatim, up to where parsing resumes
+        upto = max(fail, resume + 1)
+        while inp.end < upto and not inp.eof:
+            yield NEED
+        upto = min(upto, inp.end)
+        if upto > resume:
+            inp.events += [("open", "content"), ("chunk", "content", inp.get(resume, upto)),
+                           ("close", "content")]
+        return upto
+
+
+def _pinned(inp: Input, start: int, gen: Run) -> Run:
+    """Runs ``gen`` keeping the text from ``start`` until it emits text: a failure before that
+    rereads it; after that only what follows the emitted text is reread."""
+    inp.soft_pin(start)
+    try:
+        return (yield from gen)
+    finally:
+        inp.soft_unpin(start)
+
+
+class AtEnd(Parser):
+    """Succeeds only at the end of input (waits for it); fails if more text follows."""
+
+    def run(self, inp: Input, pos: int) -> Run:
+        while inp.end <= pos and not inp.eof:
+            yield NEED
+        if inp.end > pos:
+            return inp.fail(pos, "more text follows")
+        return pos
+
+    def fast(self, inp: Input, pos: int) -> int:
+        if inp.end > pos:
+            return inp.fail(pos, "more text follows")
+        return pos if inp.eof else SLOW
+
+    def nullable(self) -> bool:
+        return True
+
+
+class Recover(Parser):
+    """``main``; if it fails, the rest up to ``stops`` is taken as raw text of the same region
+    (an ``("error", pos, message)`` event says so). Used for arguments: invalid JSON keeps the
+    call, with the model's raw text."""
+
+    def __init__(self, main: Parser, stops: Sequence[Marker]) -> None:
+        self.main = main
+        self.fallback_stops = list(stops)
+
+    def run(self, inp: Input, pos: int) -> Run:
+        chunks = inp.chunk_pos
+        end = yield from _pinned(inp, pos, self.main.run(inp, pos))
+        if end != FAIL:
+            return end
+        resume = max(pos, inp.chunk_pos if inp.chunk_pos > chunks else pos)
+        inp.events.append(("error", inp.error_pos, f"{inp.error} (kept as raw text)"))
+        inp.recovered = True
+        return (yield from Until(self.fallback_stops).run(inp, resume))
+
+    def fast(self, inp: Input, pos: int) -> int:
+        m = mark(inp)
+        end = self.main.fast(inp, pos)
+        return end if end >= 0 else rollback(inp, m)
+
+    def first(self) -> tuple[str, ...] | None:
+        return self.main.first()
+
+
+class Closer(Parser):
+    """A closing marker that output cut off at the end may lack: missing at the end of input it
+    is reported (``error`` event) but not fatal; missing elsewhere it fails."""
+
+    def __init__(self, marker: Marker) -> None:
+        self.marker = marker
+
+    def _cut_off(self, inp: Input, pos: int) -> bool:
+        """The input ends (after whitespace) with a proper prefix of the marker."""
+        if not inp.eof or inp.end - pos > len(self.marker.core) + 256:
+            return False
+        rest = inp.get(pos, inp.end).lstrip()
+        return len(rest) < len(self.marker.core) and self.marker.core.startswith(rest)
+
+    def _undecided(self, inp: Input, pos: int) -> bool:
+        """More input decides: the marker, something else, or the end of input."""
+        if inp.eof:
+            return False
+        core = self.marker.core
+        rest = inp.get(pos, min(inp.end, pos + len(core) + 256)).lstrip()
+        return len(rest) < len(core) and core.startswith(rest)
+
+    def fast(self, inp: Input, pos: int) -> int:
+        if self._cut_off(inp, pos) or self._undecided(inp, pos):
+            return SLOW
+        return self.marker.fast(inp, pos)
+
+    def run(self, inp: Input, pos: int) -> Run:
+        while self._undecided(inp, pos):
+            inp.wake = inp.end + len(self.marker.core) - len(inp.get(pos, inp.end).lstrip())
+            yield NEED
+        if self._cut_off(inp, pos):
+            inp.events.append(("error", pos, f"output ends before {self.marker.core!r}"))
+            return inp.end
+        return (yield from self.marker.run(inp, pos))
+
+    def first(self) -> tuple[str, ...]:
+        return self.marker.first()
