@@ -90,3 +90,23 @@ def test_console_script_is_installed():
     r = subprocess.run([sys.executable, "-m", "tools.debug_template_parser", OWN, "--json"], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and json.loads(r.stdout)["template"]
+
+
+def test_version(capsys):
+    from analyzer import __version__
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and __version__ in capsys.readouterr().out
+
+
+def test_packaging_installs_no_top_level_tools_and_ships_the_manifest():
+    import tomllib
+
+    from tools import shipped
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    setup = project["tool"]["setuptools"]
+    assert "tools" not in setup["packages"] and setup["package-dir"]["autoparser_tools"] == "tools"
+    assert all(v.startswith("autoparser_tools.") for v in project["project"]["scripts"].values())
+    assert setup["package-dir"]["autoparser_tools.templates"] == "templates"
+    assert shipped("corpus-manifest.tsv").is_file() and shipped("chatml-think.jinja").is_file()
