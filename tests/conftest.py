@@ -37,10 +37,10 @@ def analyzed():
 
 
 def fixed_points_of(path: Path) -> dict:
-    """Every render → parse fixed-point scenario of a template (``analyzer.roundtrip``), computed
+    """Every render → parse fixed-point scenario of a template (``generator.verify.fixed_point``), computed
     once per session: ``{scenario: FixedPoint}`` (empty when the analysis failed)."""
     from analyzer import load_template
-    from analyzer.roundtrip import SCENARIOS, fixed_point
+    from generator.verify.fixed_point import SCENARIOS, fixed_point
     key = str(path)
     if key not in _FIXED_POINTS:
         a = analysis_or_error(path)
@@ -79,7 +79,7 @@ def llama_vocab(pytestconfig: pytest.Config) -> Path:
     """The vocab-only GGUF llama.cpp checks tokenize with; skips, saying why, without
     llama-cpp-python or without the vocabularies ``fetch-corpus`` extracts."""
     from analyzer.corpus import CorpusError, vocab_dir
-    from generator.engines import llama_cpp_available
+    from generator.verify.engines import llama_cpp_available
 
     if not llama_cpp_available():
         pytest.skip("llama_cpp (llama-cpp-python) is not installed; build it with "

@@ -1,4 +1,4 @@
-"""Render → parse fixed point over the corpus (``analyzer.roundtrip``).
+"""Render → parse fixed point over the corpus (``generator.verify.fixed_point``).
 
 For every template and every scenario it supports, the generated part of a rendered turn is
 parsed back and must equal the message (modulo what the template itself drops, which the
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from analyzer.roundtrip import SCENARIOS
+from generator.verify.fixed_point import SCENARIOS
 
 UNQUOTED = ("the template writes string arguments unquoted (key=value), so a string holding ', ' "
             "cannot be told from the next argument")

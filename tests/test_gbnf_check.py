@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from generator.gbnf_check import GbnfError, GbnfIssue, assert_valid_gbnf, check_gbnf, rule_names
+from generator.verify.gbnf_check import GbnfError, GbnfIssue, assert_valid_gbnf, check_gbnf, rule_names
 
 # In the style of llama.cpp's grammars/json.gbnf, made portable: `ws` has no empty alternative.
 JSON_GBNF = r"""

@@ -5,7 +5,7 @@ For every template whose tool calls render:
 * the grammar passes our strict GBNF check (llama.cpp's rules and the portability rules);
 * llguidance (byte-level, its own GBNF front-end) compiles it and accepts every tool-call output
   of the render → parse fixed point (from the trigger on for a lazy grammar; see
-  ``generator.engines.grammar_verdict``);
+  ``generator.verify.engines.grammar_verdict``);
 * outputs the template renders for broken calls are refused: an unknown tool name, a missing
   required argument, a value outside the enum, and (JSON arguments) a string without quotes.
 
@@ -23,12 +23,12 @@ import pytest
 from analyzer import load_template
 from analyzer.caps import tool_call_messages, tool_forms
 from analyzer.prober import Prober
-from analyzer.roundtrip import RT_TOOLS, generated_text, kwargs_for
+from generator.verify.fixed_point import RT_TOOLS, generated_text, kwargs_for
 from analyzer.structures import ArgumentFormat
 from generator import generate_parser
 from generator.message import turn_stop_markers
-from generator.engines import EngineError, LLGuidanceChecker, LlamaCppWorker, grammar_verdict, llama_cpp_verdict
-from generator.gbnf_check import check_gbnf
+from generator.verify.engines import EngineError, LLGuidanceChecker, LlamaCppWorker, grammar_verdict, llama_cpp_verdict
+from generator.verify.gbnf_check import check_gbnf
 
 NAMES = [t["function"]["name"] for t in RT_TOOLS]
 # scenarios whose calls keep the tools' schemas ("empty_arguments" leaves out a required argument)

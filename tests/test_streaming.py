@@ -1,7 +1,7 @@
 """Streaming = one-shot: every corpus-rendered output, fed in random chunkings, gives the message
 ``parse(text)`` gives, and the OpenAI deltas read off the events add up to that message.
 
-The outputs are the generated parts of the fixed-point renders (``analyzer.roundtrip``); the
+The outputs are the generated parts of the fixed-point renders (``generator.verify.fixed_point``); the
 chunkings are drawn by hypothesis (derandomized, so a CI failure reproduces), plus one
 character at a time, the harshest split.
 """
@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzer.roundtrip import RT_TOOLS
+from generator.verify.fixed_point import RT_TOOLS
 from generator import as_delta, generate_parser
 
 CORPUS_SETTINGS = settings(max_examples=6, deadline=None, derandomize=True, database=None,

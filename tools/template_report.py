@@ -58,7 +58,7 @@ from typing import Any, Callable, Iterator, Sequence
 from analyzer.corpus import MANIFEST_NAME, CorpusError, read_manifest
 from analyzer.errors import ChatAutoparserError
 from analyzer.markers import visible
-from generator.engines import grammar_verdict
+from generator.verify.engines import grammar_verdict
 
 from .fetch_corpus import ensure_corpus
 
@@ -193,8 +193,8 @@ def _uses_tools(scenario: str) -> bool:
 def _check_grammars(params_by_setting: dict[bool, Any]) -> tuple[dict[str, Any], dict[bool, Any]]:
     """GBNF issues and llguidance compilation of each distinct grammar; (detail, checker by setting)."""
     try:
-        from generator.engines import EngineError, LLGuidanceChecker
-        from generator.gbnf_check import check_gbnf
+        from generator.verify.engines import EngineError, LLGuidanceChecker
+        from generator.verify.gbnf_check import check_gbnf
     except ImportError as e:  # the modules are new; a tree without them reports it, not crashes
         return {"unavailable": f"grammar checkers cannot be imported: {e}", "grammars": []}, {}
     grammars, checkers, compiled = [], {}, {}
@@ -287,7 +287,7 @@ def _analysis_record(analysis: Any) -> dict[str, Any]:
 def examine(entry: Entry, timings: dict[str, float]) -> dict[str, Any]:
     """Every check on one template; never raises for a template's faults (they are recorded)."""
     from analyzer import analyze_template, load_template
-    from analyzer.roundtrip import RT_TOOLS, SCENARIOS, fixed_point
+    from generator.verify.fixed_point import RT_TOOLS, SCENARIOS, fixed_point
     from generator import generate_parser
 
     rec: dict[str, Any] = {"name": entry.name, "family": entry.family, "status": "ok", "error": None,
@@ -346,7 +346,7 @@ def examine(entry: Entry, timings: dict[str, float]) -> dict[str, Any]:
 
 def checks_of(rec: dict[str, Any]) -> dict[str, str]:
     """The flat check → pass/fail/n/a map the baseline comparison reads."""
-    from analyzer.roundtrip import SCENARIOS
+    from generator.verify.fixed_point import SCENARIOS
 
     analysed = rec["status"] == "ok"
     checks = {"analysis": PASS if analysed else FAIL}
@@ -481,7 +481,7 @@ def _count(values: Any) -> dict[str, int]:
 
 def summarize(templates: list[dict[str, Any]]) -> dict[str, Any]:
     """Totals over the templates (no timings)."""
-    from analyzer.roundtrip import SCENARIOS
+    from generator.verify.fixed_point import SCENARIOS
 
     analysed = [t for t in templates if t["status"] == "ok"]
     fixed = {}

@@ -848,7 +848,7 @@ def assert_valid_gbnf(text: str, *, portable: bool = True) -> None:
         >>> assert_valid_gbnf('root ::= "x" | y\\n')
         Traceback (most recent call last):
         ...
-        generator.gbnf_check.GbnfError: invalid GBNF grammar (1 issue(s)):
+        generator.verify.gbnf_check.GbnfError: invalid GBNF grammar (1 issue(s)):
           line 1, column 16: undefined rule 'y' [semantic]
     """
     issues = check_gbnf(text, portable=portable)

@@ -28,7 +28,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any, Collection, Sequence
 
-from .triggers import trigger_start
+from ..triggers import trigger_start
 
 __all__ = ["EngineError", "LLGuidanceChecker", "LlamaCppChecker", "LlamaCppWorker", "LlamaRun", "llama_cpp_available",
            "llama_cpp_pattern", "grammar_verdict", "llama_cpp_verdict"]
@@ -87,7 +87,7 @@ class LLGuidanceChecker:
         >>> LLGuidanceChecker('root ::= "\\\\u00e9"\\n')
         Traceback (most recent call last):
         ...
-        generator.engines.EngineError: llguidance: grammar refused: ...
+        generator.verify.engines.EngineError: llguidance: grammar refused: ...
     """
 
     engine = "llguidance"

@@ -21,12 +21,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import probes as P
-from .caps import ToolProbeForms, tool_call_messages, tool_forms
-from .diff import common_prefix_len
-from .load import LoadedTemplate
-from .prober import Prober
-from .structures import ReasoningMode, TemplateAnalysis
+from analyzer import probes as P
+from analyzer.caps import ToolProbeForms, tool_call_messages, tool_forms
+from analyzer.diff import common_prefix_len
+from analyzer.load import LoadedTemplate
+from analyzer.prober import Prober
+from analyzer.structures import ReasoningMode, TemplateAnalysis
+
+from ..params import generate_parser
+from ..parser import thinking_setting
 
 # Described and typed the way real tool definitions are: some templates print every parameter's
 # description and item type unguarded.
@@ -116,7 +119,6 @@ def generated_text(prober: Prober, message: dict[str, Any], tools: Any,
 def _settings_for(analysis: TemplateAnalysis, wants_reasoning: bool) -> list[tuple[bool, dict[str, Any]]]:
     """(enable_thinking, template kwargs) to try: thinking on first when the message reasons,
     off first when it does not (a forced-open prompt is not continued by a plain answer)."""
-    from generator.parser import thinking_setting  # noqa: PLC0415 - generator depends on analyzer, not back
     order = (True, False) if wants_reasoning else (False, True)
     out = []
     for enable in order:
@@ -140,7 +142,6 @@ def _norm(text: str | None) -> str:
 def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: str,
                 prober: Prober | None = None) -> FixedPoint:
     """Run one scenario; see the module docstring."""
-    from generator import generate_parser  # noqa: PLC0415
 
     caps, ts = analysis.caps, analysis.tool_call_structure
     uses_tools = "tool" in scenario or "arguments" in scenario
@@ -236,7 +237,6 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
 
 
 def kwargs_for(analysis: TemplateAnalysis, enable_thinking: bool) -> dict[str, Any]:
-    from generator.parser import thinking_setting  # noqa: PLC0415
     s = thinking_setting(analysis, enable_thinking)
     return s.kwargs_dict if s is not None else {}
 
