@@ -20,8 +20,9 @@ from typing import Sequence
 from analyzer.markers import is_marker, pairs, tokenize
 from analyzer.structures import FunctionFormat, Part, ToolCallStructure
 
-from .json_call import JsonCall
-from .peg import NEED, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, Opt, Parser, Repeat, Run, Seq, Until
+from .json_call import JsonCall, JsonCalls
+from .peg import (NEED, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, Opt, OptMarker, Parser, Repeat, Run,
+                  Seq, Until)
 from .recovery import Closer, Recover
 from .values import LiteralValue
 
@@ -182,18 +183,49 @@ def _around(text: str) -> Parser:
     return Empty() if not text.strip() else Marker.of(text)
 
 
-def _call_parser(ts: ToolCallStructure) -> Parser:
+# Keys models use for a call's name and arguments, besides the ones the template writes.
+NAME_KEYS = ("name",)
+ARGS_KEYS = ("arguments", "parameters")
+
+
+def json_calls(ts: ToolCallStructure) -> bool:
+    """Whether calls are JSON objects between literals (read leniently by :class:`JsonCalls`)."""
+    return json_frame(ts) is not None and ts.function_format in (FunctionFormat.JSON_OBJECT,
+                                                                 FunctionFormat.NAME_AS_KEY)
+
+
+def json_section_markers(ts: ToolCallStructure) -> tuple[str, str]:
+    """The section's own markers around the calls, without the JSON array's brackets the
+    template writes with them (``[TOOL_CALLS][`` → ``[TOOL_CALLS]``): models write an array or
+    not, whatever the template does."""
+    start, end = ts.tool_section_start, ts.tool_section_end
+    if start.rstrip().endswith("["):
+        start = start.rstrip()[:-1]
+        if end.lstrip().startswith("]"):
+            end = end.lstrip()[1:]
+    return start, end
+
+
+def section_end(ts: ToolCallStructure) -> str:
+    """What closes the tool section after the calls the section parser reads (for JSON calls,
+    without the array's bracket, which they read themselves)."""
+    return json_section_markers(ts)[1] if json_calls(ts) else ts.tool_section_end
+
+
+def _json_call(ts: ToolCallStructure) -> tuple[Parser, Marker | None, Marker | None]:
+    """(one call object, the frame's opening marker, its closing marker)."""
     frame = json_frame(ts)
-    if frame is not None and ts.function_format in (FunctionFormat.JSON_OBJECT, FunctionFormat.NAME_AS_KEY):
-        # broken arguments run up to the call's own closing brace and what follows it
-        closing = ["}" + frame[1]] if frame[1].strip() else []
-        stops = [Marker.of(x) for x in (*closing, frame[1], ts.call_separator, ts.tool_section_end) if x.strip()]
-        inner = (JsonCall(ts.name_field, ts.args_field, ts.id_field, stops=stops)
-                 if ts.function_format == FunctionFormat.JSON_OBJECT
-                 else JsonCall("", "", "", name_as_key=True, stops=stops))
-        after = Closer(Marker.of(frame[1])) if frame[1].strip() else Empty()
-        return Capture("tool_call", Seq(_around(frame[0]), inner, after), where=True)
-    return skeleton_call(ts)
+    assert frame is not None
+    # broken arguments run up to the call's own closing brace and what follows it
+    closing = ["}" + frame[1]] if frame[1].strip() else []
+    stops = [Marker.of(x) for x in (*closing, frame[1], ts.call_separator, ts.tool_section_end) if x.strip()]
+    if ts.function_format == FunctionFormat.JSON_OBJECT:
+        inner = JsonCall(dict.fromkeys((ts.name_field, *NAME_KEYS)), dict.fromkeys((ts.args_field, *ARGS_KEYS)),
+                         ts.id_field, stops=stops)
+    else:
+        inner = JsonCall((), (), "", name_as_key=True, stops=stops)
+    return (inner, Marker.of(frame[0]) if frame[0].strip() else None,
+            Marker.of(frame[1]) if frame[1].strip() else None)
 
 
 def channel_parts(ts: ToolCallStructure) -> tuple[str, str, str, str] | None:
@@ -252,30 +284,46 @@ def channel_call(ts: ToolCallStructure, parts: tuple[str, str, str, str]) -> Par
 
 
 def tool_guards(ts: ToolCallStructure) -> tuple[str, ...]:
-    """Literals that start a tool section (section start, else the call's first literal)."""
+    """Literals that start a tool section (section start, else the call's first literal). Calls
+    written as bare JSON objects have none: they are looked for where the format puts them
+    (:func:`bare_json_calls`)."""
+    if json_calls(ts):
+        start = json_section_markers(ts)[0]
+        frame = json_frame(ts)[0]
+        lead = start if start.strip() else frame
+        return tuple(g for g in Marker.of(lead).first() if g) if lead.strip() else ()
     if ts.tool_section_start.strip():
         return Marker.of(ts.tool_section_start).first()
-    frame = json_frame(ts)
-    if frame is not None and ts.function_format in (FunctionFormat.JSON_OBJECT, FunctionFormat.NAME_AS_KEY):
-        if frame[0].strip():
-            return tuple(g for g in Marker.of(frame[0]).first() if g)
-        # a bare JSON object: decided by its opening and first key, as the template writes them
-        return (ts.call_parts[0].text.strip(),) if ts.call_parts[0].text.strip() else ()
     lit = first_literal(ts.call_parts)
     return tuple(g for g in Marker.of(lit).first() if g) if lit else ()
 
 
+def bare_json_calls(ts: ToolCallStructure) -> bool:
+    """Calls are JSON objects with no marker before them (``{"name": ...}`` as the whole output)."""
+    return json_calls(ts) and not tool_guards(ts)
+
+
+def _json_section(ts: ToolCallStructure, parallel: bool) -> Parser:
+    call, frame_open, frame_close = _json_call(ts)
+    start, end = json_section_markers(ts)
+    calls = JsonCalls(call, frame_open, frame_close, max_calls=None if parallel else 1)
+    pieces: list[Parser] = [Marker.of(start).loose(before=False)] if start.strip() else []
+    pieces.append(calls)
+    if end.strip() and not turn_end_like(ts):
+        pieces.append(OptMarker(Marker.of(end)))  # may be cut off with the stop token
+    return Seq(*pieces)
+
+
 def tool_section(ts: ToolCallStructure, parallel: bool) -> Parser:
-    call = _call_parser(ts)
+    if json_calls(ts):
+        return _json_section(ts, parallel)
+    call = skeleton_call(ts)
     if ts.call_separator.strip() or ts.call_separator:
         sep = Marker.of(ts.call_separator) if ts.call_separator.strip() else Lit(ts.call_separator)
     else:
         sep = None
     closers = tuple(g for x in (ts.tool_section_end,) if x.strip() for g in Marker.of(x).first() if g)
-    json_calls = json_frame(ts) is not None and ts.function_format in (FunctionFormat.JSON_OBJECT,
-                                                                         FunctionFormat.NAME_AS_KEY)
-    calls = Repeat(call, sep, min=1, max=None if parallel else 1, closers=closers,
-                   skip_ws=json_calls and not json_frame(ts)[0].strip())
+    calls = Repeat(call, sep, min=1, max=None if parallel else 1, closers=closers)
     pieces: list[Parser] = []
     if ts.tool_section_start.strip():
         pieces.append(Marker.of(ts.tool_section_start))

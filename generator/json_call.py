@@ -4,7 +4,7 @@ spacing): fields are routed by name, the arguments keep the model's own bytes.
 Example::
 
     >>> from generator.peg import run_all
-    >>> events = run_all(JsonCall("name", "arguments", ""), '{"arguments": {"a": 1}, "name": "f"}')[1]
+    >>> events = run_all(JsonCall(["name"], ["arguments"], ""), '{"arguments": {"a": 1}, "name": "f"}')[1]
     >>> [e for e in events if e[0] == "chunk"]
     [('chunk', 'tool_args', '{"a": 1}'), ('chunk', 'tool_name', 'f')]
 """
@@ -16,23 +16,26 @@ import re
 from json.decoder import scanstring
 from typing import Sequence
 
-from .peg import (FAIL, NEED, SCAN, SLOW, Capture, Input, JsonValue, Marker, Parser, Run, _Fast, number_cut)
+from .peg import (FAIL, NEED, SCAN, SLOW, Capture, Input, JsonValue, Marker, Parser, Run, _Fast, drive, number_cut, skip_ws)
 from .recovery import Recover
 
 
 class JsonCall(Parser):
     """A call written as a JSON object: fields routed by name (``name``, ``arguments``, ``id``
-    as the template names them), in any order and spacing; other fields are skipped. Invalid
-    arguments are kept raw up to ``stops`` (the call's closing markers)."""
+    as the template names them, and the synonyms models use), in any order and spacing; other
+    fields are skipped. Arguments given as a JSON-encoded string are decoded. Invalid arguments
+    are kept raw up to ``stops`` (the call's closing markers)."""
 
-    def __init__(self, name_field: str, args_field: str, id_field: str, name_as_key: bool = False,
-                 stops: Sequence[Marker] = ()) -> None:
-        self.name_field, self.args_field, self.id_field = name_field, args_field, id_field
+    def __init__(self, name_fields: Sequence[str], args_fields: Sequence[str], id_field: str,
+                 name_as_key: bool = False, stops: Sequence[Marker] = ()) -> None:
+        self.name_fields, self.args_fields = frozenset(name_fields), frozenset(args_fields)
+        self.id_field = id_field
         self.name_as_key = name_as_key
         self.stops = list(stops) or [Marker("}")]
         self._name = Capture("tool_name", JsonString())
         self._id = Capture("tool_id", JsonString())
         self._args = Capture("tool_args", Recover(JsonValue(), self.stops))
+        self._encoded_args = Capture("tool_args", EncodedJson())
         self._skip_value = JsonValue(tag="")
 
     def first(self) -> tuple[str, ...]:
@@ -88,19 +91,20 @@ class JsonCall(Parser):
                 events += [("open", "tool_name"), ("chunk", "tool_name", key), ("close", "tool_name"),
                            ("open", "tool_args"), ("chunk", "tool_args", text[i:j]), ("close", "tool_args"),
                            _JSON_OK]
-            elif key == self.name_field and named[0]:
+            elif key in self.name_fields and isinstance(value, str) and named[0]:
                 events.append(("error", i + inp.base, f"repeated key {key!r} in the call object (ignored)"))
-            elif key == self.name_field or (key == self.id_field and self.id_field):
-                tag = "tool_name" if key == self.name_field else "tool_id"
+            elif (key in self.name_fields and isinstance(value, str)) or (key == self.id_field and self.id_field):
+                tag = "tool_name" if key in self.name_fields else "tool_id"
                 named[0] = named[0] or tag == "tool_name"
                 events += [("open", tag)]
                 value = value if isinstance(value, str) else json.dumps(value)
                 if value:
                     events.append(("chunk", tag, value))
                 events.append(("close", tag))
-            elif key == self.args_field:
-                events += [("open", "tool_args"), ("chunk", "tool_args", text[i:j]), ("close", "tool_args"),
-                           _JSON_OK]
+            elif key in self.args_fields:
+                args = decoded_json(value) if isinstance(value, str) else None
+                events += [("open", "tool_args"), ("chunk", "tool_args", text[i:j] if args is None else args),
+                           ("close", "tool_args"), _JSON_OK]
             elif isinstance(value, dict) and not named[0]:
                 if self._fast_object(inp, i, events, named) is None:  # a wrapper ({"function": {...}})
                     return None
@@ -187,13 +191,13 @@ class JsonCall(Parser):
                 named[0] = True
                 inp.events += [("open", "tool_name"), ("chunk", "tool_name", key), ("close", "tool_name")]
                 value = self._args
-            elif key == self.name_field and named[0]:
+            elif key in self.name_fields and at(pos) == '"' and named[0]:
                 inp.events.append(("error", pos, f"repeated key {key!r} in the call object (ignored)"))
-            elif key == self.name_field:
+            elif key in self.name_fields and at(pos) == '"':
                 named[0] = True
                 value = self._name
-            elif key == self.args_field:
-                value = self._args
+            elif key in self.args_fields:
+                value = self._encoded_args if at(pos) == '"' else self._args
             elif key == self.id_field and self.id_field:
                 value = self._id
             elif not named[0] and at(pos) == "{":
@@ -251,10 +255,64 @@ _COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")
 _NEXT = re.compile(r"[ \t\r\n]*([,}])[ \t\r\n]*")
 
 
+def _at(inp: Input, pos: int, literal: str) -> Run:
+    """Whether ``literal`` stands at ``pos`` (waiting while the input may still complete it)."""
+    while inp.end - pos < len(literal) and not inp.eof and literal.startswith(inp.get(pos, inp.end)):
+        yield NEED
+    return inp.startswith(literal, pos)
+
+
 def _peek(inp: Input, pos: int, s: str) -> Run:
     while inp.end - pos < len(s) and not inp.eof:
         yield NEED
     return inp.startswith(s, pos)
+
+
+def decoded_json(value: str) -> str | None:
+    """The JSON text a string holds when it holds a JSON object or array (arguments written as
+    a JSON-encoded string), else None."""
+    text = value.strip()
+    if not text[:1] in ("{", "["):
+        return None
+    try:
+        json.loads(text)
+    except ValueError:
+        return None
+    return value
+
+
+class EncodedJson(Parser):
+    """A JSON string value that holds JSON (``"{\\"city\\": \\"Paris\\"}"``): the JSON it holds is
+    the region's text; any other string stays as written (a JSON string)."""
+
+    def fast(self, inp: Input, pos: int) -> int:
+        found = _string_now(inp.text, pos - inp.base)
+        if found is None:
+            return SLOW
+        end = found[1] + inp.base
+        inp.emit(inp.tag(None), decoded_json(found[0]) or inp.get(pos, end), end)
+        inp.events.append(_JSON_OK)
+        return end
+
+    def run(self, inp: Input, pos: int) -> Run:
+        start = inp.pin(pos)
+        try:
+            end = yield from JsonValue(tag="").run(inp, pos)
+        finally:
+            inp.unpin(start)
+        if end == FAIL:
+            return FAIL
+        raw = inp.get(start, end)
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = None
+        inp.emit(inp.tag(None), (decoded_json(value) if isinstance(value, str) else None) or raw, end)
+        inp.events.append(_JSON_OK)
+        return end
+
+    def first(self) -> tuple[str, ...]:
+        return ('"',)
 
 
 class JsonString(Parser):
@@ -285,3 +343,109 @@ class JsonString(Parser):
 
     def first(self) -> tuple[str, ...]:
         return ('"',)
+
+
+class JsonCalls(Parser):
+    """One or more call objects, the ways models write them: one object, several separated by
+    commas, semicolons or whitespace, or a JSON array of them; each possibly framed by the
+    call's own markers (``<tool_call>{...}</tool_call>``), the closing one possibly missing.
+    Stops before anything else (what follows is not the calls' business).
+
+    ``call`` parses one object (a tagged :class:`JsonCall`); ``max_calls`` limits how many are
+    read (1 when the request does not allow parallel calls)."""
+
+    def __init__(self, call: Parser, frame_open: Marker | None = None, frame_close: Marker | None = None,
+                 max_calls: int | None = None) -> None:
+        self.call = call
+        self.frame_open = frame_open.loose() if frame_open is not None and frame_open.core else None
+        self.frame_close = frame_close.loose() if frame_close is not None and frame_close.core else None
+        self.max_calls = max_calls
+
+    def first(self) -> tuple[str, ...]:
+        return (self.frame_open.core,) if self.frame_open is not None else ("{", "[")
+
+    def fast(self, inp: Input, pos: int) -> int:
+        return drive(self.run(inp, pos)) if inp.eof else SLOW
+
+    def _starts(self, inp: Input, p: int) -> Run:
+        """Whether a call starts at ``p``: an object, an array whose first item is an object, or
+        the call's frame."""
+        if self.frame_open is not None and (yield from _at(inp, p, self.frame_open.core)):
+            return True
+        while p >= inp.end and not inp.eof:
+            yield NEED
+        c = inp.get(p, p + 1)
+        if c == "[":
+            q = yield from skip_ws(inp, p + 1)
+            return inp.get(q, q + 1) == "{"
+        return c == "{"
+
+    def _item(self, inp: Input, pos: int) -> Run:
+        """One framed or bare object, or an array of them: (end, calls read) or (FAIL, _).
+
+        Each object is a ``tool_call`` region; a lone object's region takes in its frame, so a
+        call that never gets a name is kept with its markup."""
+        count = 0
+        p = pos
+        framed = self.frame_open is not None and (yield from _at(inp, p, self.frame_open.core))
+        if framed:
+            r = self.frame_open.fast(inp, p)
+            p = (yield from self.frame_open.run(inp, p)) if r == SLOW else r
+        p = yield from skip_ws(inp, p)
+        array = inp.get(p, p + 1) == "["
+        if array:
+            p = yield from skip_ws(inp, p + 1)
+        while True:
+            if inp.get(p, p + 1) != "{":
+                return inp.fail(p, "expected a call object"), count
+            start = pos if count == 0 and not array else p
+            inp.events.append(("open", "tool_call", start))
+            inp.tags.append("tool_call")
+            try:
+                r = self.call.fast(inp, p)
+                p = (yield from self.call.run(inp, p)) if r == SLOW else r
+            finally:
+                inp.tags.pop()
+            if p == FAIL:
+                inp.events.append(("close", "tool_call", max(inp.error_pos, start), False))
+                return FAIL, count
+            count += 1
+            if not array:
+                break
+            inp.events.append(("close", "tool_call", p, True))
+            q = yield from skip_ws(inp, p)
+            c = inp.get(q, q + 1)
+            if c == ",":
+                p = yield from skip_ws(inp, q + 1)
+                continue
+            if c == "]":
+                p = q + 1
+            break  # an array left open ends with its last object
+        if framed:
+            q = yield from skip_ws(inp, p)
+            if self.frame_close is not None and (yield from _at(inp, q, self.frame_close.core)):
+                r = self.frame_close.fast(inp, q)
+                p = (yield from self.frame_close.run(inp, q)) if r == SLOW else r
+            elif self.frame_close is not None and inp.eof and q >= inp.end:
+                inp.events.append(("error", q, f"output ends before {self.frame_close.core!r}"))
+        if not array:
+            inp.events.append(("close", "tool_call", p, True))
+        return p, count
+
+    def run(self, inp: Input, pos: int) -> Run:
+        count = 0
+        p = yield from skip_ws(inp, pos)
+        while True:
+            end, n = yield from self._item(inp, p)
+            if end == FAIL:
+                return FAIL
+            count += n
+            pos = end
+            if self.max_calls is not None and count >= self.max_calls:
+                return pos
+            q = yield from skip_ws(inp, pos)
+            if inp.get(q, q + 1) in (",", ";"):
+                q = yield from skip_ws(inp, q + 1)
+            if not (yield from self._starts(inp, q)):
+                return pos
+            p = q

@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 from analyzer.markers import is_marker, tokenize
 from analyzer.structures import FunctionFormat, ReasoningMode, TemplateAnalysis
 
-from .calls import (channel_call, channel_parts, separator_ws, skeleton_call, tool_guards, tool_section, tool_stops,
-                    turn_end_like)
-from .peg import Capture, Choice, Empty, Lit, Marker, Opt, Parser, Repeat, Seq, Until
+from .calls import (bare_json_calls, channel_call, channel_parts, section_end, separator_ws, skeleton_call,
+                    tool_guards, tool_section, tool_stops, turn_end_like)
+from .peg import Ahead, Attempt, Capture, Choice, Empty, Lit, Marker, Opt, Parser, Repeat, Seq, Until, Ws
 from .recovery import AtEnd, Segments
 
 
@@ -79,8 +79,29 @@ def split_turn_end(analysis: TemplateAnalysis) -> tuple[TemplateAnalysis, str]:
     return replace(analysis, tool_call_structure=ts), "".join(toks[cut:])
 
 
+def known_calls(names: frozenset[str] | None):
+    """An :class:`Attempt` predicate: every call its events hold names one of ``names`` (any
+    name when the request gave no tools)."""
+    def accept(events: list[tuple]) -> bool:
+        seen = [e[1] for e in events if e[0] == "call"]
+        seen += [_name_after(events, i) for i, e in enumerate(events) if e == ("open", "tool_name")]
+        return bool(seen) and (names is None or all(n.strip() in names for n in seen))
+    return accept
+
+
+def _name_after(events: list[tuple], i: int) -> str:
+    """The name a ``tool_name`` region opened at ``i`` holds."""
+    out = []
+    for e in events[i + 1:]:
+        if e[0] == "close":
+            break
+        if e[0] == "chunk":
+            out.append(e[2])
+    return "".join(out)
+
+
 def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, tools_enabled: bool,
-                          parallel: bool) -> Parser:
+                          parallel: bool, tool_names: frozenset[str] | None = None) -> Parser:
     analysis, turn_end = split_turn_end(analysis)
     cs = analysis.content_structure
     ts = analysis.tool_call_structure
@@ -128,7 +149,7 @@ def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, to
             stops.append(Marker(channel[1]))
     ends = [analysis.end_of_turn] + ([turn_end] if tools_enabled and turn_end else [])
     if tools_enabled and ts.supports_tools and turn_end_like(ts):
-        ends.append(ts.tool_section_end)  # ends a tool-call turn; may follow content written after calls
+        ends.append(section_end(ts))  # ends a tool-call turn; may follow content written after calls
     final = analysis.final_suffix
     end_markers: dict[str, Marker] = {}
     for end in ends + ([final] if final.strip() else []):
@@ -151,6 +172,16 @@ def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, to
         return _recipient_grammar(analysis, stops)
     blank_end = analysis.end_of_turn if analysis.end_of_turn and not analysis.end_of_turn.strip() else ""
     body = Segments(alts, stops, tail=blank_end)
+    if tools_enabled and ts.supports_tools and bare_json_calls(ts):
+        # calls with no marker before them: only where the format puts them (the whole output, or
+        # its end after content when the template writes content first), and only when they are
+        # calls to the request's tools; else the text is content
+        bare = Attempt(Seq(Ws(), tool_section(ts, parallel), Ws(), Ahead([m.core for m in end_markers.values()])),
+                       accept=known_calls(tool_names))
+        if ts.calls_after_content:
+            alts.append((("{", "["), bare))
+            stops += [Marker("{"), Marker("[")]
+        body = Seq(bare, Segments(alts, stops, tail=blank_end))
     if mode == ReasoningMode.FORCED_OPEN and end_m is not None:
         return Seq(reasoning_body, after_reasoning, body)
     if analysis.message_prefix:  # whitespace the template writes first: the turn's, not content

@@ -204,7 +204,8 @@ class MessageParser:
         self.tools_enabled = tool_choice != "none"
         self.parallel = parallel_tool_calls and analysis.tool_call_structure.supports_parallel
         self.grammar = build_message_grammar(analysis, mode=self.mode, tools_enabled=self.tools_enabled,
-                                             parallel=self.parallel)
+                                             parallel=self.parallel,
+                                             tool_names=frozenset(self.tools) if self.tools else None)
 
     def stream(self, *, strict: bool = False) -> MessageStream:
         return MessageStream(self.grammar, self.analysis.tool_call_structure, self.tools, strict)

@@ -48,7 +48,7 @@ class Input:
     """The text fed so far. Positions are absolute; the consumed head is dropped from memory."""
 
     __slots__ = ("text", "base", "end", "eof", "events", "fast", "error", "error_pos", "keep_from", "tags",
-                 "chunks", "chunk_pos", "recovered", "pins", "soft_pins", "drained", "wake")
+                 "chunks", "chunk_pos", "recovered", "pins", "soft_pins", "drained", "wake", "holds")
 
     def __init__(self) -> None:
         self.text = ""
@@ -68,6 +68,7 @@ class Input:
         self.soft_pins: list[int] = []  # the same, until the next chunk is emitted
         self.drained = 0  # events handed out (and removed from ``events``) so far
         self.wake = 0  # the waiting parser cannot decide before the input reaches this end
+        self.holds: list[int] = []  # events from these indices on are held back (tentative: see Attempt)
 
     def emit(self, tag: str | None, text: str, end: int) -> None:
         """A ``chunk`` event of ``tag`` (nothing for an empty tag or text)."""
@@ -98,7 +99,13 @@ class Input:
         return self.drained + len(self.events)
 
     def drain(self) -> list[Event]:
-        out, self.events = self.events, []
+        """The events to hand out: all of them, but those an :class:`Attempt` still holds."""
+        if self.holds:
+            k = self.holds[0]
+            out, self.events = self.events[:k], self.events[k:]
+            self.holds = [h - k for h in self.holds]
+        else:
+            out, self.events = self.events, []
         self.drained += len(out)
         return out
 
@@ -182,6 +189,19 @@ def _wait_for(inp: Input, pos: int, n: int) -> Generator[None, None, None]:
         yield NEED
 
 
+_WS_RUN = re.compile(r"[ \t\r\n]*")
+
+
+def skip_ws(inp: Input, pos: int) -> Generator[None, None, int]:
+    """Past a run of whitespace, once what follows it (or the end of input) is at hand."""
+    while True:
+        i = _WS_RUN.match(inp.text, pos - inp.base).end() + inp.base
+        if i < inp.end or inp.eof:
+            return i
+        pos = i
+        yield NEED
+
+
 def wake_for(inp: Input, at: int, guards: Iterable[str]) -> int:
     """The least input end at which one of ``guards`` still pending at ``at`` could match (a
     waiting parser is not resumed before: it would only wait again)."""
@@ -215,6 +235,23 @@ class Empty(Parser):
         return ("",)
 
 
+class Ws(Parser):
+    """Any run of whitespace, possibly none (between pieces of structure)."""
+
+    def run(self, inp: Input, pos: int) -> Run:
+        return (yield from skip_ws(inp, pos))
+
+    def fast(self, inp: Input, pos: int) -> int:
+        i = _WS_RUN.match(inp.text, pos - inp.base).end()
+        return i + inp.base if i < len(inp.text) or inp.eof else SLOW
+
+    def first(self) -> tuple[str, ...]:
+        return ("",)
+
+    def nullable(self) -> bool:
+        return True
+
+
 @dataclass(eq=False)
 class Lit(Parser):
     text: str
@@ -246,11 +283,20 @@ class Marker(Parser):
     The core must match exactly; leading whitespace is taken when present (the longest suffix
     of ``before`` that precedes the core), trailing whitespace likewise (the longest prefix of
     ``after``). Text regions before a marker leave such whitespace to it.
+
+    ``ws_before``/``ws_after``: any run of whitespace is taken on that side instead (where the
+    marker stands next to other structure, not text: models space markup as they please).
     """
 
     core: str
     before: str = ""
     after: str = ""
+    ws_before: bool = False
+    ws_after: bool = False
+
+    def loose(self, before: bool = True, after: bool = True) -> "Marker":
+        """The same marker taking any whitespace on the sides asked for."""
+        return Marker(self.core, self.before, self.after, before, after)
 
     @classmethod
     def of(cls, text: str) -> "Marker":
@@ -258,8 +304,9 @@ class Marker(Parser):
 
         Example::
 
-            >>> Marker.of(" <tool_call>\\n")
-            Marker(core='<tool_call>', before=' ', after='\\n')
+            >>> m = Marker.of(" <tool_call>\\n")
+            >>> m.core, m.before, m.after
+            ('<tool_call>', ' ', '\\n')
         """
         core = text.strip()
         if not core:
@@ -275,6 +322,8 @@ class Marker(Parser):
         return cls(m.core, m.before)
 
     def run(self, inp: Input, pos: int) -> Run:
+        if self.ws_before:
+            pos = yield from skip_ws(inp, pos)
         yield from _wait_for(inp, pos, len(self.before) + len(self.core))
         for k in range(len(self.before), -1, -1):
             lead = self.before[len(self.before) - k:]
@@ -284,6 +333,8 @@ class Marker(Parser):
             yield from _wait_for(inp, pos, k + len(self.core))
         else:
             return inp.fail(pos, f"expected {self.core!r}")
+        if self.ws_after:
+            return (yield from skip_ws(inp, pos))
         for k in range(len(self.after), 0, -1):
             yield from _wait_for(inp, pos, k)
             if inp.startswith(self.after[:k], pos):
@@ -297,15 +348,22 @@ class Marker(Parser):
         self._need = len(self.before) + len(self.core) + len(self.after)
 
     def fast(self, inp: Input, pos: int) -> int:
-        if inp.end - pos < self._need and not inp.eof:
-            return SLOW
         text, i = inp.text, pos - inp.base
+        if self.ws_before:
+            i = _WS_RUN.match(text, i).end()
+            if i >= len(text) and not inp.eof:
+                return SLOW
+        if inp.end - i - inp.base < self._need and not inp.eof:
+            return SLOW
         for lead in self._leads:
             if text.startswith(lead, i):
                 i += len(lead)
                 break
         else:
-            return inp.fail(pos, f"expected {self.core!r}")
+            return inp.fail(i + inp.base, f"expected {self.core!r}")
+        if self.ws_after:
+            i = _WS_RUN.match(text, i).end()
+            return i + inp.base if i < len(text) or inp.eof else SLOW
         for a in self._afters:
             if text.startswith(a, i):
                 return i + len(a) + inp.base
@@ -422,6 +480,64 @@ class Choice(Parser):
 
     def nullable(self) -> bool:
         return self.default is not None and self.default.nullable()
+
+
+def drive(run: Run) -> int:
+    """The result of a parser run that cannot wait (all input at hand)."""
+    try:
+        next(run)
+    except StopIteration as stop:
+        return stop.value
+    raise RuntimeError("a parser waited for input after the end of input")
+
+
+class OptMarker(Parser):
+    """A marker that may be missing, after optional whitespace (taken only with the marker)."""
+
+    def __init__(self, marker: Marker) -> None:
+        self.marker = marker.loose()
+
+    def run(self, inp: Input, pos: int) -> Run:
+        q = yield from skip_ws(inp, pos)
+        core = self.marker.core
+        while inp.end - q < len(core) and not inp.eof and core.startswith(inp.get(q, inp.end)):
+            yield NEED
+        if not inp.startswith(core, q):
+            return pos
+        return (yield from self.marker.run(inp, q))
+
+    def fast(self, inp: Input, pos: int) -> int:
+        return drive(self.run(inp, pos)) if inp.eof else SLOW
+
+    def first(self) -> tuple[str, ...]:
+        return (self.marker.core, "")
+
+    def nullable(self) -> bool:
+        return True
+
+
+class Ahead(Parser):
+    """Looks ahead without consuming: the end of input, or one of ``literals``, must follow."""
+
+    def __init__(self, literals: Sequence[str]) -> None:
+        self.literals = tuple(x for x in literals if x)
+
+    def run(self, inp: Input, pos: int) -> Run:
+        while True:
+            hit, pending = _guard_state(inp, pos, self.literals)
+            if inp.eof or not pending and (hit is not None or pos < inp.end):
+                break
+            yield NEED
+        return pos if pos >= inp.end and inp.eof or hit is not None else inp.fail(pos, "more text follows")
+
+    def fast(self, inp: Input, pos: int) -> int:
+        return drive(self.run(inp, pos)) if inp.eof else SLOW
+
+    def first(self) -> tuple[str, ...]:
+        return ("",)
+
+    def nullable(self) -> bool:
+        return True
 
 
 def guards_of(p: Parser) -> tuple[str, ...]:
@@ -1006,6 +1122,64 @@ class Lazy(Parser):
         return self.p.nullable()
 
 
+class Attempt(Parser):
+    """``p`` tried without commitment: what it emits is held back until it succeeds and
+    ``accept(events)`` agrees; otherwise the input is left as it was and the attempt matches
+    nothing (it is nullable: the caller goes on at the same place, with no error).
+
+    The text from the start is kept meanwhile, and streaming reports nothing of it until the
+    attempt is decided.
+    """
+
+    def __init__(self, p: Parser, accept: Callable[[list[Event]], bool] | None = None) -> None:
+        self.p = p
+        self.accept = accept
+
+    def _state(self, inp: Input) -> tuple:
+        return (inp.chunks, inp.chunk_pos, inp.error_pos, inp.error, inp.keep_from, inp.recovered,
+                list(inp.soft_pins))
+
+    def _restore(self, inp: Input, state: tuple) -> None:
+        (inp.chunks, inp.chunk_pos, inp.error_pos, inp.error, inp.keep_from, inp.recovered,
+         inp.soft_pins) = state
+        inp.fast = None
+
+    def fast(self, inp: Input, pos: int) -> int:
+        state, at = self._state(inp), len(inp.events)
+        end = self.p.fast(inp, pos)
+        if end == SLOW:
+            return SLOW
+        if end != FAIL and (self.accept is None or self.accept(inp.events[at:])):
+            return end
+        del inp.events[at:]
+        self._restore(inp, state)
+        return pos
+
+    def run(self, inp: Input, pos: int) -> Run:
+        state = self._state(inp)
+        depth = len(inp.holds)
+        inp.holds.append(len(inp.events))
+        inp.pin(pos)
+        try:
+            r = self.p.fast(inp, pos)
+            end = (yield from self.p.run(inp, pos)) if r == SLOW else r
+        finally:
+            inp.unpin(pos)
+            at = inp.holds.pop(depth)
+        if end != FAIL and (self.accept is None or self.accept(inp.events[at:])):
+            return end
+        del inp.events[at:]
+        self._restore(inp, state)
+        return pos
+
+    def first(self) -> tuple[str, ...] | None:
+        f = self.p.first()
+        return None if f is None else f + ("",)
+
+    def nullable(self) -> bool:
+        return True
+
+
 class Session:
     """Drives one parser over input that arrives in pieces.
 
@@ -1048,7 +1222,7 @@ class Session:
             inp.feed(chunk)
             return "" if inp.end < inp.wake else None  # the parser waits for more than this
         plain = fast.stop is not None and fast.stop.isdisjoint(chunk)
-        if not (plain or fast.scan):
+        if not (plain or fast.scan) or inp.holds:
             inp.feed(chunk)
             return None
         tag = fast.tag

@@ -66,10 +66,10 @@ class Segments(Parser):
         """One segment from ``pos`` (or the text that stands for it); the position after it."""
         start = pos
         end = yield from self.choice.run(inp, pos)
-        if end == FAIL and inp.error_pos == pos and inp.chunks == chunks_before and \
+        if end == pos or end == FAIL and inp.error_pos == pos and inp.chunks == chunks_before and \
                 inp.n_events == n_events:
             end = yield from default.run(inp, pos)  # no segment starts here: plain text
-            if end == pos:  # nothing consumed: take one character as text, to progress
+            if end == pos:  # nothing consumed (an attempt that did not match): one character as text
                 inp.events += [("open", "content"), ("chunk", "content", inp.get(pos, pos + 1)),
                                ("close", "content")]
                 end = pos + 1
