@@ -143,6 +143,8 @@ class Assembler:
                 if self.current is not None and not self.current.name:
                     self._unnamed(self.current, out)
                     self.current = None
+            elif kind == "warning":
+                self.warnings.append(ev[1])
             elif kind == "error":
                 _, pos, msg = ev
                 self.errors.append({"position": pos, "message": msg})

@@ -21,8 +21,8 @@ from analyzer.structures import FunctionFormat, ReasoningMode, TemplateAnalysis
 
 from .calls import (bare_json_calls, channel_call, channel_parts, section_end, separator_ws, skeleton_call,
                     tool_guards, tool_section, tool_stops, turn_end_like)
-from .peg import Ahead, Attempt, Capture, Choice, Empty, Lit, Marker, Opt, Parser, Repeat, Seq, Until, Ws
-from .recovery import AtEnd, Segments
+from .peg import Ahead, Attempt, Capture, Check, OptMarker, Choice, Empty, Lit, Marker, Opt, Parser, Repeat, Seq, Until, Ws
+from .recovery import AtEnd, Segments, TextUntilCall
 
 
 @dataclass(frozen=True)
@@ -100,93 +100,170 @@ def _name_after(events: list[tuple], i: int) -> str:
     return "".join(out)
 
 
-def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, tools_enabled: bool,
-                          parallel: bool, tool_names: frozenset[str] | None = None) -> Parser:
-    analysis, turn_end = split_turn_end(analysis)
-    cs = analysis.content_structure
-    ts = analysis.tool_call_structure
-    alts: list[tuple[tuple[str, ...], Parser]] = []
-    stops: list[Marker] = []
-    end_m = Marker.of(cs.reasoning_end) if cs.reasoning_end.strip() else None
-    # reasoning runs to its end marker, or to the end of the turn when the model never closes it
-    turn_ends = [Marker.stop(x) for x in (analysis.end_of_turn, analysis.final_suffix) if x.strip()]
-    reasoning_body = Capture("reasoning", Until(([end_m] if end_m else []) +
-                                                [m for m in turn_ends if not end_m or m.core != end_m.core]))
-    after_reasoning: Parser = Opt(end_m, tuple(g for g in end_m.first() if g)) if end_m else Empty()
-    if cs.reasoning_start.strip() and end_m is not None and mode != ReasoningMode.NONE:
-        start_m = Marker.of(cs.reasoning_start)
-        guards = tuple(g for g in start_m.first() if g)
-        alts.append((guards, Seq(start_m, reasoning_body, after_reasoning)))
-        stops.append(start_m)
-    if end_m is not None and end_m.core != cs.reasoning_start.strip():
-        # a lone end marker: the empty block some templates write (``</think>`` alone), or a
-        # stray close after an answer without reasoning; a control marker, not text
-        alts.append(((end_m.core,), end_m))
-        stops.append(Marker(end_m.core))
-    if cs.content_start.strip():
+@dataclass(frozen=True)
+class Request:
+    """What the grammar depends on besides the analysis."""
+
+    mode: ReasoningMode
+    tools_enabled: bool
+    parallel: bool
+    tool_names: frozenset[str] | None = None
+    calls_in_reasoning: bool = True  # an unclosed reasoning block ends at a call to a known tool
+
+
+class _Builder:
+    """Builds the message grammar part by part: the body is a loop of guarded segments
+    (``alts``); text between them stops at ``stops`` and is content."""
+
+    def __init__(self, analysis: TemplateAnalysis, req: Request) -> None:
+        self.analysis, self.turn_end = split_turn_end(analysis)
+        self.req = req
+        self.cs = self.analysis.content_structure
+        self.ts = self.analysis.tool_call_structure
+        self.tools = req.tools_enabled and self.ts.supports_tools and bool(self.ts.call_parts)
+        self.alts: list[tuple[tuple[str, ...], Parser]] = []
+        self.stops: list[Marker] = []
+        self.end_m = Marker.of(self.cs.reasoning_end) if self.cs.reasoning_end.strip() else None
+        self.start_m = Marker.of(self.cs.reasoning_start) if self.cs.reasoning_start.strip() else None
+
+    def add(self, guards: tuple[str, ...], parser: Parser, *stops: Marker) -> None:
+        self.alts.append((guards, parser))
+        self.stops += stops
+
+    # ---- reasoning
+    def reasoning_body(self) -> Parser:
+        """Reasoning runs to its end marker, or to the end of the turn when the model never closes
+        it, or (a request with tools) to a well-formed call to one of them."""
+        turn_ends = [Marker.stop(x) for x in (self.analysis.end_of_turn, self.analysis.final_suffix) if x.strip()]
+        end_m = self.end_m
+        stops = ([end_m] if end_m else []) + [m for m in turn_ends if not end_m or m.core != end_m.core]
+        guards = tool_guards(self.ts) if self.tools else ()
+        if guards and self.req.calls_in_reasoning and self.req.tool_names:
+            call = Check(tool_section(self.ts, self.req.parallel), accept=known_calls(self.req.tool_names))
+            return TextUntilCall("reasoning", stops, guards, call, "reasoning was not closed before a tool call")
+        return Capture("reasoning", Until(stops))
+
+    def after_reasoning(self) -> Parser:
+        return Opt(self.end_m, tuple(g for g in self.end_m.first() if g)) if self.end_m else Empty()
+
+    def reasoning(self) -> None:
+        if self.start_m is not None and self.end_m is not None and self.req.mode != ReasoningMode.NONE:
+            self.add(tuple(g for g in self.start_m.first() if g),
+                     Seq(self.start_m, self.reasoning_body(), self.after_reasoning()), self.start_m)
+        end_m = self.end_m
+        if end_m is not None and end_m.core != self.cs.reasoning_start.strip():
+            # a lone end marker: the empty block some templates write (``</think>`` alone), or a
+            # stray close after an answer without reasoning; a control marker, not text
+            self.add((end_m.core,), end_m, Marker(end_m.core))
+
+    def forced_open(self, body: Parser) -> Parser:
+        """The prompt opened reasoning: the output starts inside it (the model may write the
+        start marker again)."""
+        again = OptMarker(self.start_m, loose_after=False) if self.start_m is not None else Empty()
+        return Seq(again, self.reasoning_body(), self.after_reasoning(), body)
+
+    # ---- content, tools, ends
+    def content(self) -> None:
+        cs, analysis = self.cs, self.analysis
+        if not cs.content_start.strip():
+            return
         cstart = Marker.of(cs.content_start)
         cend = Marker.of(cs.content_end) if cs.content_end.strip() else None
         ends = [x for x in (analysis.end_of_turn, analysis.final_suffix) if x.strip()]
-        inner_stops = ([cend] if cend else []) + tool_stops(ts, tools_enabled) + \
+        inner_stops = ([cend] if cend else []) + tool_stops(self.ts, self.req.tools_enabled) + \
             [Marker.stop(x) for x in ends]
-        body = Capture("content", Until(inner_stops))
-        seq = [cstart, body] + ([Opt(cend, tuple(g for g in cend.first() if g))] if cend else [])
-        alts.append((tuple(g for g in cstart.first() if g), Seq(*seq)))
-        stops.append(cstart)
-    if tools_enabled and ts.supports_tools and ts.call_parts:
+        seq = [cstart, Capture("content", Until(inner_stops))] + \
+            ([Opt(cend, tuple(g for g in cend.first() if g))] if cend else [])
+        self.add(tuple(g for g in cstart.first() if g), Seq(*seq), cstart)
+
+    def tool_calls(self) -> None:
+        if not self.tools:
+            return
+        ts = self.ts
         guards = tool_guards(ts)
         if guards:
             sep = separator_ws(ts)
-            section = tool_section(ts, parallel)
+            section = tool_section(ts, self.req.parallel)
             if sep:  # the separator before the calls is theirs, not the content's
                 guards = tuple(dict.fromkeys(x for g in guards for x in Marker(g, sep).first()))
                 section = Seq(Marker("", sep), section)
-            alts.append((guards, section))
-            stops += [Marker(g, separator_ws(ts)) for g in guards if g.strip() == g]
+            self.add(guards, section, *[Marker(g, sep) for g in guards if g.strip() == g])
         channel = channel_parts(ts)
         if channel is not None:  # the same call with its header attributes in another order
-            alts.append(((channel[1],), channel_call(ts, channel)))
-            stops.append(Marker(channel[1]))
-    ends = [analysis.end_of_turn] + ([turn_end] if tools_enabled and turn_end else [])
-    if tools_enabled and ts.supports_tools and turn_end_like(ts):
-        ends.append(section_end(ts))  # ends a tool-call turn; may follow content written after calls
-    final = analysis.final_suffix
-    end_markers: dict[str, Marker] = {}
-    for end in ends + ([final] if final.strip() else []):
-        if end.strip():
-            m = Marker.of(end)
-            prev = end_markers.get(m.core)
-            if prev is not None:  # the same marker: it takes the whitespace either writes around it
-                m = Marker(m.core, max(prev.before, m.before, key=len), max(prev.after, m.after, key=len))
-            end_markers[m.core] = m
-    for core, eot_m in end_markers.items():
-        if not any(Marker.of(e).core == core for e in ends if e.strip()):  # the final suffix alone
-            if core in [m.core for m in stops]:
-                continue
-            # only at the very end: text the template writes after the last message (an EOS token)
-            alts.append((eot_m.first(), Seq(eot_m, AtEnd())))
-        else:
-            alts.append((eot_m.first(), eot_m))  # the stop token, if the server left it in: dropped
-        stops.append(Marker(eot_m.core, eot_m.before))
-    if tools_enabled and ts.function_format == FunctionFormat.RECIPIENT_BASED and ts.call_separator.strip():
-        return _recipient_grammar(analysis, stops)
-    blank_end = analysis.end_of_turn if analysis.end_of_turn and not analysis.end_of_turn.strip() else ""
-    body = Segments(alts, stops, tail=blank_end)
-    if tools_enabled and ts.supports_tools and bare_json_calls(ts):
-        # calls with no marker before them: only where the format puts them (the whole output, or
-        # its end after content when the template writes content first), and only when they are
-        # calls to the request's tools; else the text is content
-        bare = Attempt(Seq(Ws(), tool_section(ts, parallel), Ws(), Ahead([m.core for m in end_markers.values()])),
-                       accept=known_calls(tool_names))
+            self.add((channel[1],), channel_call(ts, channel), Marker(channel[1]))
+
+    def end_markers(self) -> dict[str, Marker]:
+        """The markers that end the turn (the end of turn, the final suffix, a section end that
+        ends a tool-call turn), each with the most whitespace any of them writes around it."""
+        analysis = self.analysis
+        ends = self.turn_ends()
+        out: dict[str, Marker] = {}
+        for end in ends + ([analysis.final_suffix] if analysis.final_suffix.strip() else []):
+            if end.strip():
+                m = Marker.of(end)
+                prev = out.get(m.core)
+                if prev is not None:  # the same marker: it takes the whitespace either writes around it
+                    m = Marker(m.core, max(prev.before, m.before, key=len), max(prev.after, m.after, key=len))
+                out[m.core] = m
+        return out
+
+    def turn_ends(self) -> list[str]:
+        ends = [self.analysis.end_of_turn] + ([self.turn_end] if self.req.tools_enabled and self.turn_end else [])
+        if self.req.tools_enabled and self.ts.supports_tools and turn_end_like(self.ts):
+            ends.append(section_end(self.ts))  # ends a tool-call turn; may follow content written after calls
+        return ends
+
+    def ends(self) -> None:
+        ends = self.turn_ends()
+        for core, eot_m in self.end_markers().items():
+            if not any(Marker.of(e).core == core for e in ends if e.strip()):  # the final suffix alone
+                if core in [m.core for m in self.stops]:
+                    continue
+                # only at the very end: text the template writes after the last message (an EOS token)
+                self.add(eot_m.first(), Seq(eot_m, AtEnd()), Marker(eot_m.core, eot_m.before))
+            else:  # the stop token, if the server left it in: dropped
+                self.add(eot_m.first(), eot_m, Marker(eot_m.core, eot_m.before))
+
+    def bare_calls(self) -> Parser | None:
+        """Calls with no marker before them: only where the format puts them (the whole output,
+        or its end after content when the template writes content first), and only when they
+        are calls to the request's tools; else the text is content."""
+        ts = self.ts
+        if not (self.tools and bare_json_calls(ts)):
+            return None
+        ends = Ahead([m.core for m in self.end_markers().values()])
+        bare = Attempt(Seq(Ws(), tool_section(ts, self.req.parallel), Ws(), ends),
+                       accept=known_calls(self.req.tool_names))
         if ts.calls_after_content:
-            alts.append((("{", "["), bare))
-            stops += [Marker("{"), Marker("[")]
-        body = Seq(bare, Segments(alts, stops, tail=blank_end))
-    if mode == ReasoningMode.FORCED_OPEN and end_m is not None:
-        return Seq(reasoning_body, after_reasoning, body)
-    if analysis.message_prefix:  # whitespace the template writes first: the turn's, not content
-        return Seq(Marker("", analysis.message_prefix), body)
-    return body
+            self.add(("{", "["), bare, Marker("{"), Marker("["))
+        return bare
+
+    def build(self) -> Parser:
+        self.reasoning()
+        self.content()
+        self.tool_calls()
+        bare = self.bare_calls()
+        self.ends()
+        analysis = self.analysis
+        if self.req.tools_enabled and self.ts.function_format == FunctionFormat.RECIPIENT_BASED and \
+                self.ts.call_separator.strip():
+            return _recipient_grammar(analysis, self.stops)
+        blank_end = analysis.end_of_turn if analysis.end_of_turn and not analysis.end_of_turn.strip() else ""
+        body: Parser = Segments(self.alts, self.stops, tail=blank_end)
+        if bare is not None:
+            body = Seq(bare, body)
+        if self.req.mode == ReasoningMode.FORCED_OPEN and self.end_m is not None:
+            return self.forced_open(body)
+        if analysis.message_prefix:  # whitespace the template writes first: the turn's, not content
+            return Seq(Marker("", analysis.message_prefix), body)
+        return body
+
+
+def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, tools_enabled: bool,
+                          parallel: bool, tool_names: frozenset[str] | None = None,
+                          calls_in_reasoning: bool = True) -> Parser:
+    """The parser of a whole message for one request shape."""
+    return _Builder(analysis, Request(mode, tools_enabled, parallel, tool_names, calls_in_reasoning)).build()
 
 
 def _recipient_grammar(analysis: TemplateAnalysis, stops: list[Marker]) -> Parser:

@@ -418,7 +418,7 @@ class Seq(Parser):
         return all(p.nullable() for p in self.items)
 
 
-def _guard_state(inp: Input, pos: int, guards: Iterable[str]) -> tuple[str | None, bool]:
+def guard_state(inp: Input, pos: int, guards: Iterable[str]) -> tuple[str | None, bool]:
     """(the longest guard the input starts with, whether a longer guard may still match)."""
     hit, pending = None, False
     avail = inp.end - pos
@@ -447,7 +447,7 @@ class Choice(Parser):
         best: tuple[int, Parser] | None = None
         pending = False
         for guards, p in self.alternatives:
-            hit, more = _guard_state(inp, pos, guards)
+            hit, more = guard_state(inp, pos, guards)
             pending = pending or more
             if hit is not None and (best is None or len(hit) > best[0]):
                 best = (len(hit), p)
@@ -492,10 +492,11 @@ def drive(run: Run) -> int:
 
 
 class OptMarker(Parser):
-    """A marker that may be missing, after optional whitespace (taken only with the marker)."""
+    """A marker that may be missing, after optional whitespace (taken only with the marker);
+    after it, any whitespace (``loose_after``) or the template's own."""
 
-    def __init__(self, marker: Marker) -> None:
-        self.marker = marker.loose()
+    def __init__(self, marker: Marker, loose_after: bool = True) -> None:
+        self.marker = marker.loose(after=loose_after)
 
     def run(self, inp: Input, pos: int) -> Run:
         q = yield from skip_ws(inp, pos)
@@ -524,7 +525,7 @@ class Ahead(Parser):
 
     def run(self, inp: Input, pos: int) -> Run:
         while True:
-            hit, pending = _guard_state(inp, pos, self.literals)
+            hit, pending = guard_state(inp, pos, self.literals)
             if inp.eof or not pending and (hit is not None or pos < inp.end):
                 break
             yield NEED
@@ -604,8 +605,8 @@ class Repeat(Parser):
                 at += 1
             if at >= inp.end and not inp.eof:
                 return None
-        hit_c, pend_c = _guard_state(inp, at, cont or ())
-        hit_s, pend_s = _guard_state(inp, at, closers)
+        hit_c, pend_c = guard_state(inp, at, cont or ())
+        hit_s, pend_s = guard_state(inp, at, closers)
         if (pend_c or pend_s) and not inp.eof and not (hit_c and not pend_s and not self.closers):
             if not (hit_c and hit_s) or len(hit_c or "") == len(hit_s or ""):
                 inp.wake = wake_for(inp, at, (cont or ()) + closers)
@@ -693,7 +694,7 @@ class Until(Parser):
         self.tail = tail  # whitespace that, ending the input, is the template's (a blank end of turn)
         self.cores = [s.core for s in self.stops]
         self.maxlen = max((len(c) for c in self.cores), default=0)
-        ws = "".join(s.before for s in self.stops) + tail
+        ws = "".join(s.before + (" \t\r\n" if s.ws_before else "") for s in self.stops) + tail
         self.stop_chars = frozenset("".join(c[0] for c in self.cores) + ws)
         self._pattern = re.compile("|".join(re.escape(c) for c in sorted(set(self.cores), key=len, reverse=True))) \
             if self.cores else None
@@ -721,6 +722,12 @@ class Until(Parser):
         end = hit
         for stop in self.stops:  # whitespace that belongs to the marker (the most any stop claims)
             if stop.core != core:
+                continue
+            if stop.ws_before:  # any whitespace before the marker is the marker's
+                k = hit
+                while k > emitted and inp.get(k - 1, k) in " \t\r\n":
+                    k -= 1
+                end = min(end, k)
                 continue
             for k in range(len(stop.before), 0, -1):
                 if hit - k >= emitted and hit - k < end and inp.startswith(stop.before[len(stop.before) - k:], hit - k):
@@ -1025,7 +1032,7 @@ class OneOf(Parser):
 
     def run(self, inp: Input, pos: int) -> Run:
         while True:
-            hit, pending = _guard_state(inp, pos, self.options)
+            hit, pending = guard_state(inp, pos, self.options)
             if pending and not inp.eof:
                 inp.wake = wake_for(inp, pos, self.options)
                 yield NEED
@@ -1037,7 +1044,7 @@ class OneOf(Parser):
         return pos + len(hit)
 
     def fast(self, inp: Input, pos: int) -> int:
-        hit, pending = _guard_state(inp, pos, self.options)
+        hit, pending = guard_state(inp, pos, self.options)
         if pending and not inp.eof:
             return SLOW
         if hit is None:
@@ -1131,9 +1138,19 @@ class Attempt(Parser):
     attempt is decided.
     """
 
+    keep = True  # a successful attempt keeps what it read (see :class:`Check`)
+
     def __init__(self, p: Parser, accept: Callable[[list[Event]], bool] | None = None) -> None:
         self.p = p
         self.accept = accept
+
+    def _decided(self, inp: Input, pos: int, end: int, at: int, state: tuple) -> int:
+        ok = end != FAIL and (self.accept is None or self.accept(inp.events[at:]))
+        if ok and self.keep:
+            return end
+        del inp.events[at:]
+        self._restore(inp, state)
+        return pos if ok or self.keep else FAIL
 
     def _state(self, inp: Input) -> tuple:
         return (inp.chunks, inp.chunk_pos, inp.error_pos, inp.error, inp.keep_from, inp.recovered,
@@ -1149,11 +1166,7 @@ class Attempt(Parser):
         end = self.p.fast(inp, pos)
         if end == SLOW:
             return SLOW
-        if end != FAIL and (self.accept is None or self.accept(inp.events[at:])):
-            return end
-        del inp.events[at:]
-        self._restore(inp, state)
-        return pos
+        return self._decided(inp, pos, end, at, state)
 
     def run(self, inp: Input, pos: int) -> Run:
         state = self._state(inp)
@@ -1166,11 +1179,7 @@ class Attempt(Parser):
         finally:
             inp.unpin(pos)
             at = inp.holds.pop(depth)
-        if end != FAIL and (self.accept is None or self.accept(inp.events[at:])):
-            return end
-        del inp.events[at:]
-        self._restore(inp, state)
-        return pos
+        return self._decided(inp, pos, end, at, state)
 
     def first(self) -> tuple[str, ...] | None:
         f = self.p.first()
@@ -1178,6 +1187,16 @@ class Attempt(Parser):
 
     def nullable(self) -> bool:
         return True
+
+
+class Check(Attempt):
+    """Looks ahead with ``p``: succeeds at the same place, emitting and consuming nothing, when
+    ``p`` would succeed here (and ``accept`` agrees); fails, leaving no trace, otherwise."""
+
+    keep = False
+
+    def nullable(self) -> bool:
+        return False
 
 
 class Session:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .peg import FAIL, NEED, SLOW, Capture, Choice, Input, Marker, Parser, Run, Until, mark, rollback
+from .peg import (FAIL, NEED, SLOW, Capture, Choice, Input, Marker, Parser, Run, Until, guard_state, mark, rollback,
+                  skip_ws)
 
 
 class Segments(Parser):
@@ -34,6 +35,7 @@ class Segments(Parser):
     def __init__(self, alternatives: Sequence[tuple[tuple[str, ...], Parser]], stops: Sequence[Marker],
                  tail: str = "") -> None:
         self.alternatives = [(g, p) for g, p in alternatives if g]
+        self.guards = tuple(g for gs, _ in self.alternatives for g in gs if g)
         self.choice = Choice(self.alternatives, None)
         self.stops = list(stops)
         self.tail = tail
@@ -41,14 +43,32 @@ class Segments(Parser):
     def _text(self, stops: Sequence[Marker]) -> Parser:
         return Capture("content", Until(stops, tail=self.tail))
 
+    def _structural_ws(self, inp: Input, pos: int, after_segment: bool) -> Run:
+        """Where a run of whitespace at ``pos`` ends when it stands between pieces of structure
+        (before a segment, or after one at the end of the output): it is theirs, not content.
+        ``pos`` itself when it is not such a run."""
+        q = yield from skip_ws(inp, pos)
+        if q == pos:
+            return pos
+        if q >= inp.end and inp.eof:
+            return q if after_segment else pos
+        hit = yield from _guard_at(inp, q, self.guards)
+        return q if hit is not None else pos
+
     def run(self, inp: Input, pos: int) -> Run:
         default = self._text(self.stops)
         whole = Choice(self.alternatives, default)  # with all the input at hand: no coroutines
+        after_segment = False
         while True:
             while inp.end <= pos and not inp.eof:
                 yield NEED
             if pos >= inp.end and inp.eof:
                 return pos
+            if inp.get(pos, pos + 1) in _WS_CHARS:
+                pos = yield from self._structural_ws(inp, pos, after_segment)
+                if pos >= inp.end and inp.eof:
+                    return pos
+            after_segment = True
             if inp.eof:
                 m = mark(inp)
                 end = whole.fast(inp, pos)
@@ -90,6 +110,9 @@ class Segments(Parser):
             inp.events += [("open", "content"), ("chunk", "content", inp.get(resume, upto)),
                            ("close", "content")]
         return upto
+
+
+_WS_CHARS = frozenset(" \t\r\n")
 
 
 def _pinned(inp: Input, start: int, gen: Run) -> Run:
@@ -187,3 +210,49 @@ class Closer(Parser):
 
     def first(self) -> tuple[str, ...]:
         return self.marker.first()
+
+
+class TextUntilCall(Parser):
+    """Text of region ``tag`` up to the first of ``stops``, or up to where a well-formed call
+    starts (``call`` succeeds at one of ``guards``): a block the model never closed ends at a
+    call it writes after it. The call is not read here (the caller reads it next); a warning
+    event says the block was not closed. A guard where no call follows is text."""
+
+    def __init__(self, tag: str, stops: Sequence[Marker], guards: Sequence[str], call: Parser, warning: str) -> None:
+        self.guards = tuple(g for g in guards if g)
+        self.text = Capture(tag, Until(list(stops) + [Marker(g).loose(after=False) for g in self.guards]))
+        self.tag = tag
+        self.check = call
+        self.warning = warning
+
+    def run(self, inp: Input, pos: int) -> Run:
+        while True:
+            r = self.text.fast(inp, pos)
+            pos = (yield from self.text.run(inp, pos)) if r == SLOW else r
+            at = yield from skip_ws(inp, pos)  # whitespace before a call is the call's
+            hit = yield from _guard_at(inp, at, self.guards)
+            if hit is None:
+                return pos
+            r = self.check.fast(inp, at)
+            end = (yield from self.check.run(inp, at)) if r == SLOW else r
+            if end != FAIL:
+                inp.events.append(("warning", self.warning))
+                return pos
+            inp.events += [("open", self.tag), ("chunk", self.tag, inp.get(pos, at + len(hit))), ("close", self.tag)]
+            inp.chunks += 1
+            inp.chunk_pos = pos = at + len(hit)
+
+    def first(self) -> tuple[str, ...] | None:
+        return None
+
+    def nullable(self) -> bool:
+        return True
+
+
+def _guard_at(inp: Input, pos: int, guards: Sequence[str]) -> Run:
+    """The longest of ``guards`` at ``pos`` (None if none), once the input decides."""
+    while True:
+        hit, pending = guard_state(inp, pos, guards)
+        if not pending or inp.eof:
+            return hit
+        yield NEED

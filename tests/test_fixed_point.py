@@ -24,7 +24,7 @@ THINK_FLAG = ("thinking is switched by /think and /no_think inside the system me
 
 KNOWN: dict[str, dict[str, str]] = {
     "llama.cpp/CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": dict.fromkeys(
-        ("tool_call", "parallel_tool_calls", "content+tool_calls", "tricky_arguments", "empty_arguments"),
+        ("tool_call", "parallel_tool_calls", "tricky_arguments", "empty_arguments"),
         "the template appends the chatbot header and an empty thinking block after every conversation, "
         "ignoring add_generation_prompt; the analysis finds no generation prompt and reads the whole "
         "output as forced-open reasoning (our limitation)"),

@@ -53,7 +53,7 @@ CASES = {
     "reasoning never closed": ("<think>\nStill thinking about Paris", 0),
     "partial marker at the end": ("Hello there <tool_c", 0),
     "stray closing tag": ("Answer first.</tool_call> and more text", 0),
-    "call inside broken reasoning": ("<think>\nPlan: " + CALL, 0),
+    "call inside broken reasoning": ("<think>\nPlan: " + CALL, 1),  # the unclosed block ends at the call
     "call without a name": ('<tool_call>\n{"arguments": {"city": "Paris"}}\n</tool_call>', 0),
     "arguments first, cut off before the name": ('<tool_call>{"arguments":"Paris"', 0),
 }
