@@ -21,10 +21,9 @@ from analyzer.markers import is_marker, pairs, tokenize
 from analyzer.structures import FunctionFormat, Part, ToolCallStructure
 
 from .json_call import JsonCall, JsonCalls
-from .peg import (NEED, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, Opt, OptMarker, Parser, Repeat, Run,
-                  Seq, Until)
-from .recovery import Closer, Recover
-from .values import LiteralValue
+from .peg import NEED, Capture, Empty, Input, Lit, Marker, OptMarker, Parser, Repeat, Run, Seq
+from .recovery import Closer
+from .skeleton import args_parser, first_piece, leads, literal, skeleton_call, stop_of
 
 
 def first_literal(parts: Sequence[Part]) -> str:
@@ -34,136 +33,6 @@ def first_literal(parts: Sequence[Part]) -> str:
         if p.kind != "lit":
             return ""
     return ""
-
-
-def _follow(parts: Sequence[Part], i: int, after: Sequence[str], ts: ToolCallStructure | None = None
-            ) -> list[Marker]:
-    """Markers that can come right after part ``i``: the next literal, else what follows.
-    Tagged arguments start with their unit's first literal, and may be absent."""
-    out: list[Marker] = []
-    ws = ""  # whitespace-only literals on the way belong in front of the next marker
-
-    def lead(text: str) -> Marker:
-        m = Marker.of(ws + text)
-        return m
-
-    for p in parts[i + 1:]:
-        if p.kind == "lit" and p.text.strip():
-            return out + [lead(p.text)]
-        if p.kind == "lit":
-            ws += p.text
-            continue
-        if p.kind == "typed":
-            return out + [lead(t) for _, t in p.by_type if t.strip()]
-        if p.kind == "args" and ts is not None and ts.args_mode == "tagged":
-            first = first_literal(ts.arg_parts)
-            if first.strip():
-                out.append(lead(first))
-            if ts.args_empty and ts.args_empty.strip():
-                out.append(lead(ts.args_empty))
-            continue  # no arguments: whatever follows them
-        if ws and not out:
-            return [Marker.of(ws)]  # only whitespace separates this part from the next value
-        return out
-    return out + [lead(a) for a in after if a.strip()]
-
-
-def _typed_choice(part: Part, tag: str | None) -> Parser:
-    texts = sorted({t for _, t in part.by_type if t}, key=len, reverse=True)
-    alts = [((t,), Capture(tag, Lit(t)) if tag else Lit(t)) for t in texts]
-    return Choice(alts, Empty())
-
-
-class _TaggedArgs:
-    def __init__(self, ts: ToolCallStructure, after: Sequence[str]) -> None:
-        self.ts = ts
-        self.after = list(after)
-
-    def unit(self) -> Parser:
-        parts = list(self.ts.arg_parts)
-        seq: list[Parser] = []
-        seen_key = False
-        for i, p in enumerate(parts):
-            stops = _follow(parts, i, ([self.ts.arg_separator] if self.ts.arg_separator.strip() else [])
-                            + self.after)
-            if p.kind == "lit":
-                seq.append(Marker.of(p.text) if p.text.strip() else Lit(p.text))
-            elif p.kind == "key":
-                seq.append(Capture("arg_key", Until(stops, to_end=False)) if not seen_key
-                           else Until(stops, tag="", to_end=False))
-                seen_key = True
-            elif p.kind == "typed":
-                seq.append(_typed_choice(p, "arg_type"))
-            elif p.kind == "value":
-                fmt = dict(self.ts.value_formats).get("string")
-                if fmt is not None and not fmt.raw_strings:
-                    seq.append(Capture("arg_literal", LiteralValue(fmt)))
-                else:
-                    seq.append(Capture("arg_value", Until(stops, to_end=True)))
-        return Seq(*seq)
-
-    def parser(self) -> Parser:
-        unit = self.unit()
-        sep = (Marker.of(self.ts.arg_separator) if self.ts.arg_separator.strip() else Lit(self.ts.arg_separator)) \
-            if self.ts.arg_separator else None
-        closers = tuple(g for a in self.after if a.strip() for g in Marker.of(a).first() if g)
-        body = Repeat(unit, sep, min=0, closers=closers)
-        if self.ts.args_empty:
-            return Choice([((self.ts.args_empty,), Lit(self.ts.args_empty))], body)
-        return body
-
-
-def _args_parser(ts: ToolCallStructure, after: list[Marker]) -> Parser:
-    if ts.args_mode == "tagged":
-        return _TaggedArgs(ts, [m.before + m.core + m.after for m in after]).parser()
-    fmt = ts.args_format
-    if fmt.kind == "json":
-        return Capture("tool_args", Recover(JsonValue(), after))
-    return Capture("args_literal", Recover(LiteralValue(fmt), after))
-
-
-def skeleton_call(ts: ToolCallStructure) -> Parser:
-    parts = list(ts.call_parts)
-    closers = [ts.call_separator, ts.tool_section_end]
-    seq: list[Parser] = []
-    args_at = next((i for i, p in enumerate(parts) if p.kind == "args"), len(parts))
-    # name <marker> id <marker>: the id and its marker may be missing (models write ids or not)
-    optional_id = {i for i in range(1, len(parts) - 2)
-                   if parts[i - 1].kind == "name" and parts[i].kind == "lit" and parts[i + 1].kind == "id"
-                   and parts[i + 2].kind == "lit" and parts[i].text.strip() and parts[i + 2].text.strip()
-                   and Marker.of(parts[i].text).core != Marker.of(parts[i + 2].text).core}
-    skip = -1
-    for i, p in enumerate(parts):
-        if i == skip:
-            continue
-        stops = _follow(parts, i, closers, ts)
-        if i + 1 in optional_id:  # the name also ends where the arguments' marker begins
-            stops = stops + [Marker.of(parts[i + 3].text)]
-        if i in optional_id:
-            m = Marker.of(p.text)
-            seq.append(Opt(Seq(m, Capture("tool_id", Until(_follow(parts, i + 1, closers, ts), to_end=False))),
-                           tuple(g for g in m.first() if g)))
-            skip = i + 1
-            continue
-        if p.kind == "lit":
-            if i > args_at and p.text.strip():
-                seq.append(Closer(Marker.of(p.text)))
-            else:
-                seq.append(Marker.of(p.text) if p.text.strip() else Lit(p.text))
-        elif p.kind == "name":
-            if any(q.kind == "name" for q in parts[:i]):
-                seq.append(Until(stops, tag="", to_end=False))  # the name again (a recipient header)
-            else:
-                seq.append(Capture("tool_name", Until(stops, to_end=False)))
-        elif p.kind == "id":
-            seq.append(Capture("tool_id", Until(stops, to_end=False)))
-        elif p.kind == "index":
-            seq.append(Until(stops, tag="", to_end=False))
-        elif p.kind == "args":
-            seq.append(_args_parser(ts, stops))
-        elif p.kind == "typed":
-            seq.append(_typed_choice(p, None))
-    return Capture("tool_call", Seq(*seq), where=True)
 
 
 def json_frame(ts: ToolCallStructure) -> tuple[str, str] | None:
@@ -177,10 +46,6 @@ def json_frame(ts: ToolCallStructure) -> tuple[str, str] | None:
     if k < 0 or j < 0:
         return None
     return first[:k], last[j + 1:]
-
-
-def _around(text: str) -> Parser:
-    return Empty() if not text.strip() else Marker.of(text)
 
 
 # Keys models use for a call's name and arguments, besides the ones the template writes.
@@ -278,7 +143,7 @@ class ChannelHeader(Parser):
 
 def channel_call(ts: ToolCallStructure, parts: tuple[str, str, str, str]) -> Parser:
     recipient, channel, end, close = parts
-    args = _args_parser(ts, [Marker.of(close)] if close.strip() else [])
+    args = args_parser(ts, [Marker.of(close)] if close.strip() else [])
     after = Closer(Marker.of(close)) if close.strip() else Empty()
     return Capture("tool_call", Seq(Lit(channel), ChannelHeader(recipient, end), args, after), where=True)
 
@@ -292,10 +157,18 @@ def tool_guards(ts: ToolCallStructure) -> tuple[str, ...]:
         frame = json_frame(ts)[0]
         lead = start if start.strip() else frame
         return tuple(g for g in Marker.of(lead).first() if g) if lead.strip() else ()
-    if ts.tool_section_start.strip():
-        return Marker.of(ts.tool_section_start).first()
+    lead = ts.tool_section_start if ts.tool_section_start.strip() else first_literal(ts.call_parts)
+    return leads(lead) if lead.strip() else ()
+
+
+def call_guards(ts: ToolCallStructure) -> tuple[str, ...]:
+    """What starts a call written without its section's opener: the call's own first marker,
+    when the section has an opener of its own (else the section guards already cover it)."""
+    if json_calls(ts) or not ts.tool_section_start.strip():
+        return ()
     lit = first_literal(ts.call_parts)
-    return tuple(g for g in Marker.of(lit).first() if g) if lit else ()
+    piece = first_piece(lit) if lit.strip() else ""
+    return leads(lit) if piece and is_marker(piece) and piece not in tool_guards(ts) else ()
 
 
 def bare_json_calls(ts: ToolCallStructure) -> bool:
@@ -314,23 +187,26 @@ def _json_section(ts: ToolCallStructure, parallel: bool) -> Parser:
     return Seq(*pieces)
 
 
-def tool_section(ts: ToolCallStructure, parallel: bool) -> Parser:
+def tool_section(ts: ToolCallStructure, parallel: bool, *, with_start: bool = True) -> Parser:
+    """The tool section: its opener (unless ``with_start`` is off: calls written without it),
+    the calls, its closer (which may be missing)."""
     if json_calls(ts):
         return _json_section(ts, parallel)
-    call = skeleton_call(ts)
-    if ts.call_separator.strip() or ts.call_separator:
-        sep = Marker.of(ts.call_separator) if ts.call_separator.strip() else Lit(ts.call_separator)
-    else:
-        sep = None
-    closers = tuple(g for x in (ts.tool_section_end,) if x.strip() for g in Marker.of(x).first() if g)
-    calls = Repeat(call, sep, min=1, max=None if parallel else 1, closers=closers)
+    end = "" if turn_end_like(ts) else ts.tool_section_end
+    opener = first_piece(first_literal(ts.call_parts)) if first_literal(ts.call_parts).strip() else ""
+    outer = [m for m in (stop_of(ts.call_separator, loose=True), stop_of(end, loose=True),
+                         Marker(opener, "", "", True) if opener else None) if m is not None]
+    call = skeleton_call(ts, outer)
+    sep = literal(ts.call_separator, raw_before=False, raw_after=False) if ts.call_separator.strip() else None
+    closers = leads(end) if end.strip() else ()
+    calls = Repeat(call, sep, min=1, max=None if parallel else 1, closers=closers,
+                   skip_ws=not ts.call_separator.strip())
     pieces: list[Parser] = []
-    if ts.tool_section_start.strip():
-        pieces.append(Marker.of(ts.tool_section_start))
+    if with_start and ts.tool_section_start.strip():
+        pieces.append(literal(ts.tool_section_start, raw_before=False, raw_after=False))
     pieces.append(calls)
-    if ts.tool_section_end.strip() and not turn_end_like(ts):
-        end = Marker.of(ts.tool_section_end)
-        pieces.append(Opt(end, tuple(g for g in end.first() if g)))  # may be cut off with the stop token
+    if end.strip():  # may be cut off with the stop token
+        pieces.append(literal(end, raw_before=False, raw_after=False, optional=True))
     return Seq(*pieces)
 
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass, replace
 from analyzer.markers import is_marker, tokenize
 from analyzer.structures import FunctionFormat, ReasoningMode, TemplateAnalysis
 
-from .calls import (bare_json_calls, channel_call, channel_parts, section_end, separator_ws, skeleton_call,
+from .calls import (bare_json_calls, call_guards, channel_call, channel_parts, section_end, separator_ws,
                     tool_guards, tool_section, tool_stops, turn_end_like)
+from .skeleton import skeleton_call
 from .peg import Ahead, Attempt, Capture, Check, OptMarker, Choice, Empty, Lit, Marker, Opt, Parser, Repeat, Seq, Until, Ws
 from .recovery import AtEnd, Segments, TextUntilCall
 
@@ -188,6 +189,10 @@ class _Builder:
                 guards = tuple(dict.fromkeys(x for g in guards for x in Marker(g, sep).first()))
                 section = Seq(Marker("", sep), section)
             self.add(guards, section, *[Marker(g, sep) for g in guards if g.strip() == g])
+        bare_calls = call_guards(ts)
+        if bare_calls:  # calls written without the section's opener
+            self.add(bare_calls, tool_section(ts, self.req.parallel, with_start=False),
+                     *[Marker(g, sep) for g in bare_calls])
         channel = channel_parts(ts)
         if channel is not None:  # the same call with its header attributes in another order
             self.add((channel[1],), channel_call(ts, channel), Marker(channel[1]))
@@ -275,7 +280,7 @@ def _recipient_grammar(analysis: TemplateAnalysis, stops: list[Marker]) -> Parse
     ends = [Marker.stop(x) for x in (analysis.end_of_turn, analysis.final_suffix) if x.strip()]
     text_stops = [Marker(delim.core)] + ends
     content = Seq(Lit(cs.content_start), Capture("content", Until(text_stops))) if cs.content_start else None
-    call = skeleton_call(ts)
+    call = skeleton_call(ts, [Marker(delim.core, "", "", True)] + ends)
     item = Choice([((cs.content_start,), content)], call) if content is not None else call
     eot = Opt(ends[0]) if ends else Empty()
     return Seq(Repeat(item, delim, min=1, closers=tuple(m.core for m in ends)), eot)

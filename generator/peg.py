@@ -493,10 +493,12 @@ def drive(run: Run) -> int:
 
 class OptMarker(Parser):
     """A marker that may be missing, after optional whitespace (taken only with the marker);
-    after it, any whitespace (``loose_after``) or the template's own."""
+    after it, any whitespace (``loose_after``) or the template's own. ``missing_at_end``: when
+    the output ends where the marker should be, an error event says so (it was cut off)."""
 
-    def __init__(self, marker: Marker, loose_after: bool = True) -> None:
+    def __init__(self, marker: Marker, loose_after: bool = True, missing_at_end: bool = False) -> None:
         self.marker = marker.loose(after=loose_after)
+        self.missing_at_end = missing_at_end
 
     def run(self, inp: Input, pos: int) -> Run:
         q = yield from skip_ws(inp, pos)
@@ -504,6 +506,8 @@ class OptMarker(Parser):
         while inp.end - q < len(core) and not inp.eof and core.startswith(inp.get(q, inp.end)):
             yield NEED
         if not inp.startswith(core, q):
+            if self.missing_at_end and inp.eof and (q >= inp.end or core.startswith(inp.get(q, inp.end))):
+                inp.events.append(("error", q, f"output ends before {core!r}"))
             return pos
         return (yield from self.marker.run(inp, q))
 
@@ -608,9 +612,8 @@ class Repeat(Parser):
         hit_c, pend_c = guard_state(inp, at, cont or ())
         hit_s, pend_s = guard_state(inp, at, closers)
         if (pend_c or pend_s) and not inp.eof and not (hit_c and not pend_s and not self.closers):
-            if not (hit_c and hit_s) or len(hit_c or "") == len(hit_s or ""):
-                inp.wake = wake_for(inp, at, (cont or ()) + closers)
-                return None
+            inp.wake = wake_for(inp, at, (cont or ()) + closers)  # a longer guard may still match
+            return None
         if cont is None:  # the item starts with no literal: anything but a closer is an item
             return hit_s is None and (at < inp.end)
         if hit_c is None:

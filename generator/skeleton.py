@@ -1,0 +1,289 @@
+"""Calls read through the exact skeleton the analysis learned (literal parts, name, id, index,
+arguments), leniently where models deviate from it.
+
+A literal part is read piece by piece: its markers, and the text between them. Where a
+marker stands next to other structure, any whitespace goes with it; next to a raw value (a
+name, a key, a tagged value) only the template's own. Literals that close something (after the
+last slot of a call or of an argument unit) may be missing: a raw value then also ends where
+the next unit, the call's closer, the next call or the section end begins. A namespace the
+template writes before the name (``functions.``) may be missing.
+
+Example::
+
+    >>> from analyzer.structures import Part, ToolCallStructure
+    >>> from generator.peg import run_all
+    >>> ts = ToolCallStructure(call_parts=(Part("lit", "<call>"), Part("name"), Part("lit", "</call>")))
+    >>> [e for e in run_all(skeleton_call(ts, []), "<call> f</call>")[1] if e[0] == "chunk"]
+    [('chunk', 'tool_name', ' f')]
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from analyzer.markers import is_marker, tokenize
+from analyzer.structures import Part, ToolCallStructure
+
+from .peg import Capture, Choice, Empty, JsonValue, Lit, Marker, Opt, OptMarker, Parser, Repeat, Seq, Until, Ws
+from .recovery import Recover
+from .values import LiteralValue
+
+RAW = frozenset(("name", "id", "key", "value", "index"))  # slots of raw text (their whitespace is theirs)
+_NAMESPACE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.$")
+
+
+def pieces(text: str) -> list[tuple[str, str, bool]]:
+    """``text`` as (whitespace before, piece, is a marker): markers, and the text between them.
+    Trailing whitespace is a last piece ``(ws, "", False)``.
+
+    Example::
+
+        >>> pieces("<a>\\n<function=")
+        [('', '<a>', True), ('\\n', '<function=', False)]
+    """
+    out: list[tuple[str, str, bool]] = []
+    ws, text_piece = "", ""
+    for tok in tokenize(text):
+        if is_marker(tok):
+            if text_piece:
+                out.append((ws, text_piece.rstrip(), False))
+                ws = text_piece[len(text_piece.rstrip()):]
+                text_piece = ""
+            out.append((ws, tok, True))
+            ws = ""
+        elif tok.isspace() and not text_piece:
+            ws += tok
+        else:
+            text_piece += tok
+    if text_piece:
+        out.append((ws, text_piece.rstrip(), False))
+        ws = text_piece[len(text_piece.rstrip()):]
+    if ws or not out:
+        out.append((ws, "", False))
+    return out
+
+
+def first_piece(text: str) -> str:
+    """The first marker or text of a literal (what a model must write to start it)."""
+    return next((p for _, p, _ in pieces(text) if p), "")
+
+
+def leads(text: str) -> tuple[str, ...]:
+    """Guards for a literal: its first piece, and the whole literal as the template writes it
+    (the longer one tells it from other literals that start the same way)."""
+    first, whole = first_piece(text), text.strip()
+    return tuple(dict.fromkeys(x for x in (first, whole) if x))
+
+
+class Literal(Seq):
+    """A literal read piece by piece, starting with one of :func:`leads`."""
+
+    def __init__(self, text: str, items: Sequence[Parser]) -> None:
+        super().__init__(*items)
+        self.text = text
+
+    def first(self) -> tuple[str, ...] | None:
+        f = super().first()
+        if f is None or "" in f:
+            return f
+        return tuple(dict.fromkeys(f + leads(self.text)))
+
+
+def literal(text: str, *, raw_before: bool, raw_after: bool, optional: bool = False,
+            namespace_optional: bool = False) -> Parser:
+    """A literal part, read leniently (see the module docstring)."""
+    ps = pieces(text)
+    seq: list[Parser] = []
+    for i, (ws, piece, marker) in enumerate(ps):
+        last = i == len(ps) - 1 or (i == len(ps) - 2 and not ps[-1][1])
+        after = ps[i + 1][0] if last and i + 1 < len(ps) else ""
+        if not piece:
+            if i == 0 and raw_before or raw_after:
+                seq.append(Lit(ws) if raw_before and raw_after else Marker("", ws))
+            else:
+                seq.append(Ws())
+            continue
+        loose_before = not (i == 0 and raw_before)
+        loose_after = last and not raw_after
+        m = Marker(piece, ws if not loose_before else "", after if last and raw_after else "",
+                   loose_before, loose_after)
+        if namespace_optional and last and not marker and _NAMESPACE.search(piece):
+            seq.append(Opt(m, (piece,)))
+        elif optional:
+            seq.append(OptMarker(m, loose_after=loose_after, missing_at_end=True))
+        else:
+            seq.append(m)
+        if last:
+            break
+    return Literal(text, seq) if seq else Empty()
+
+
+def stop_of(text: str, loose: bool = False) -> Marker | None:
+    """The marker that ends a raw value before ``text`` (with the template's whitespace before
+    it, or any whitespace when ``loose``); None for a literal of whitespace only."""
+    ps = [p for p in pieces(text) if p[1]]
+    if not ps:
+        return None
+    ws, piece, _ = ps[0]
+    return Marker(piece, "", "", True) if loose else Marker(piece, ws)
+
+
+def _typed_choice(part: Part, tag: str | None) -> Parser:
+    texts = sorted({t for _, t in part.by_type if t}, key=len, reverse=True)
+    alts = [((t,), Capture(tag, Lit(t)) if tag else Lit(t)) for t in texts]
+    return Choice(alts, Empty())
+
+
+class _Skeleton:
+    """One skeleton (a call's parts, or an argument unit's), read part by part."""
+
+    def __init__(self, parts: Sequence[Part], outer: Sequence[Marker], ts: ToolCallStructure | None = None) -> None:
+        self.ts = ts  # the call's structure, when these are a call's parts (tagged arguments)
+        self.parts = list(parts)
+        self.outer = list(outer)  # what may follow the whole skeleton (any whitespace before it)
+        slots = [i for i, p in enumerate(self.parts) if p.kind != "lit"]
+        self.last_slot = slots[-1] if slots else -1
+
+    def raw(self, i: int) -> bool:
+        return 0 <= i < len(self.parts) and self.parts[i].kind in RAW
+
+    def closer(self, i: int) -> bool:
+        """Literal ``i`` closes the skeleton (it follows its last slot): it may be missing."""
+        return i > self.last_slot >= 0
+
+    def literal(self, i: int) -> Parser:
+        p = self.parts[i]
+        return literal(p.text, raw_before=self.raw(i - 1), raw_after=self.raw(i + 1), optional=self.closer(i),
+                       namespace_optional=i + 1 < len(self.parts) and self.parts[i + 1].kind == "name")
+
+    def stops(self, i: int, extra: Sequence[Marker] = ()) -> list[Marker]:
+        """What ends the raw slot ``i``: the next literal, and when that literal may be missing,
+        whatever may follow it."""
+        out: list[Marker] = []
+        ws = ""  # whitespace-only literals on the way
+        for j in range(i + 1, len(self.parts)):
+            p = self.parts[j]
+            if p.kind == "typed":
+                return out + [Marker.of(ws + t) for _, t in p.by_type if t.strip()]
+            if p.kind == "args" and self.ts is not None and self.ts.args_mode == "tagged":
+                opener = first_piece(self.ts.arg_parts[0].text) if self.ts.arg_parts[0].kind == "lit" else ""
+                out += [Marker(x, ws) for x in (opener, (self.ts.args_empty or "").strip()) if x]
+                continue  # the arguments may be none: then whatever follows them
+            if p.kind != "lit":  # another slot follows directly
+                return out + list(extra) if out or not ws else [Marker(ws)]
+            m = stop_of(p.text, loose=bool(out))
+            if m is None:
+                ws += p.text
+                continue
+            if ws and not out:
+                m = Marker(m.core, ws + m.before)
+            out.append(m)
+            if not self.closer(j):
+                return out
+        later = list(extra) + self.outer
+        if out:  # past a closer that may be missing: only markers end the value (not separators)
+            later = [m for m in later if is_marker(m.core)]
+        return out + later
+
+
+class TaggedArgs:
+    """Arguments written as one unit per argument (``<parameter=k>v</parameter>``)."""
+
+    def __init__(self, ts: ToolCallStructure, after: Sequence[Marker], closers: Sequence[str] = ()) -> None:
+        self.ts = ts
+        self.closers = tuple(closers) or ((after[0].core,) if after else ())  # what follows the arguments
+        opener = first_piece(ts.arg_parts[0].text) if ts.arg_parts and ts.arg_parts[0].kind == "lit" else ""
+        self.next_unit = [Marker(opener, "", "", True)] if opener else []
+        self.skeleton = _Skeleton(ts.arg_parts, list(after))
+        self.after = list(after)
+
+    def unit(self) -> Parser:
+        sk, ts = self.skeleton, self.ts
+        seq: list[Parser] = []
+        seen_key = False
+        sep = [m for m in [stop_of(ts.arg_separator, loose=True)] if m is not None]
+        for i, p in enumerate(sk.parts):
+            if p.kind == "lit":
+                seq.append(sk.literal(i))
+                continue
+            stops = sk.stops(i, sep + self.next_unit)
+            if p.kind == "key":
+                seq.append(Capture("arg_key", Until(stops, to_end=False)) if not seen_key
+                           else Until(stops, tag="", to_end=False))
+                seen_key = True
+            elif p.kind == "typed":
+                seq.append(_typed_choice(p, "arg_type"))
+            elif p.kind == "value":
+                fmt = dict(ts.value_formats).get("string")
+                if fmt is not None and not fmt.raw_strings:
+                    seq.append(Capture("arg_literal", LiteralValue(fmt)))
+                else:
+                    seq.append(Capture("arg_value", Until(stops, to_end=True)))
+        return Seq(*seq)
+
+    def parser(self) -> Parser:
+        ts = self.ts
+        unit = self.unit()
+        sep: Parser | None = None
+        if ts.arg_separator.strip():
+            sep = literal(ts.arg_separator, raw_before=False, raw_after=ts.arg_parts[0].kind in RAW)
+        body = Repeat(unit, sep, min=0, closers=self.closers, skip_ws=not ts.arg_separator.strip())
+        if ts.args_empty:
+            return Choice([((ts.args_empty,), Lit(ts.args_empty))], body)
+        return body
+
+
+def args_parser(ts: ToolCallStructure, after: list[Marker], closers: Sequence[str] = ()) -> Parser:
+    """The arguments of a call: tagged units, or one value (JSON, or the template's format);
+    ``after`` ends a broken or raw value, ``closers`` (default: the first of ``after``) are what
+    follows the arguments directly."""
+    if ts.args_mode == "tagged":
+        return TaggedArgs(ts, after, closers).parser()
+    fmt = ts.args_format
+    if fmt.kind == "json":
+        return Capture("tool_args", Recover(JsonValue(), after))
+    return Capture("args_literal", Recover(LiteralValue(fmt), after))
+
+
+def skeleton_call(ts: ToolCallStructure, outer: Sequence[Marker]) -> Parser:
+    """One call through its skeleton; ``outer``: what may follow the call (the next call's
+    opener, the section's end, the end of the turn)."""
+    sk = _Skeleton(ts.call_parts, outer, ts)
+    parts = sk.parts
+    seq: list[Parser] = []
+    # name <marker> id <marker>: the id and its marker may be missing (models write ids or not)
+    optional_id = {i for i in range(1, len(parts) - 2)
+                   if parts[i - 1].kind == "name" and parts[i].kind == "lit" and parts[i + 1].kind == "id"
+                   and parts[i + 2].kind == "lit" and parts[i].text.strip() and parts[i + 2].text.strip()
+                   and Marker.of(parts[i].text).core != Marker.of(parts[i + 2].text).core}
+    skip = -1
+    for i, p in enumerate(parts):
+        if i == skip:
+            continue
+        stops = sk.stops(i)
+        if i + 1 in optional_id:  # the name also ends where the arguments' marker begins
+            stops = stops + [Marker.of(parts[i + 3].text)]
+        if i in optional_id:
+            m = Marker.of(p.text)
+            seq.append(Opt(Seq(m, Capture("tool_id", Until(sk.stops(i + 1), to_end=False))),
+                           tuple(g for g in m.first() if g)))
+            skip = i + 1
+            continue
+        if p.kind == "lit":
+            seq.append(sk.literal(i))
+        elif p.kind == "name":
+            if any(q.kind == "name" for q in parts[:i]):
+                seq.append(Until(stops, tag="", to_end=False))  # the name again (a recipient header)
+            else:
+                seq.append(Capture("tool_name", Until(stops, to_end=False)))
+        elif p.kind == "id":
+            seq.append(Capture("tool_id", Until(stops, to_end=False)))
+        elif p.kind == "index":
+            seq.append(Until(stops, tag="", to_end=False))
+        elif p.kind == "args":
+            nxt = next((q.text for q in parts[i + 1:] if q.kind == "lit" and q.text.strip()), "")
+            seq.append(args_parser(ts, stops, leads(nxt) if nxt else ()))
+        elif p.kind == "typed":
+            seq.append(_typed_choice(p, None))
+    return Capture("tool_call", Seq(*seq), where=True)
