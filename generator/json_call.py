@@ -415,8 +415,11 @@ class JsonCalls(Parser):
             inp.events.append(("close", "tool_call", p, True))
             q = yield from skip_ws(inp, p)
             c = inp.get(q, q + 1)
-            if c == ",":
+            if c in ",;":
                 p = yield from skip_ws(inp, q + 1)
+                continue
+            if c == "{":  # the comma forgotten
+                p = q
                 continue
             if c == "]":
                 p = q + 1

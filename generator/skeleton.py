@@ -25,7 +25,8 @@ from typing import Sequence
 from analyzer.markers import is_marker, tokenize
 from analyzer.structures import Part, ToolCallStructure
 
-from .peg import Capture, Choice, Empty, JsonValue, Lit, Marker, Opt, OptMarker, Parser, Repeat, Seq, Until, Ws
+from .peg import (SLOW, Attempt, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, Opt, Parser, Repeat, Run, Seq,
+                  Until, Ws, drive, skip_ws)
 from .recovery import Recover
 from .values import LiteralValue
 
@@ -92,9 +93,11 @@ class Literal(Seq):
 
 def literal(text: str, *, raw_before: bool, raw_after: bool, optional: bool = False,
             namespace_optional: bool = False) -> Parser:
-    """A literal part, read leniently (see the module docstring)."""
+    """A literal part, read leniently (see the module docstring). ``optional``: a closing
+    literal; each of its markers, with the text that follows it, is there whole or missing."""
     ps = pieces(text)
     seq: list[Parser] = []
+    groups: list[tuple[list[Parser], str]] = []
     for i, (ws, piece, marker) in enumerate(ps):
         last = i == len(ps) - 1 or (i == len(ps) - 2 and not ps[-1][1])
         after = ps[i + 1][0] if last and i + 1 < len(ps) else ""
@@ -110,13 +113,44 @@ def literal(text: str, *, raw_before: bool, raw_after: bool, optional: bool = Fa
                    loose_before, loose_after)
         if namespace_optional and last and not marker and _NAMESPACE.search(piece):
             seq.append(Opt(m, (piece,)))
+        elif optional and (marker or not groups):
+            groups.append(([m], piece))
         elif optional:
-            seq.append(OptMarker(m, loose_after=loose_after, missing_at_end=True))
+            groups[-1][0].append(m)
         else:
             seq.append(m)
         if last:
             break
+    if groups:
+        seq += [OptionalGroup(items, core) for items, core in groups]
     return Literal(text, seq) if seq else Empty()
+
+
+class OptionalGroup(Parser):
+    """A closing marker (and the text after it) that is there whole or missing; missing where
+    the output ends, it was cut off (an error event says so)."""
+
+    def __init__(self, items: Sequence[Parser], core: str) -> None:
+        self.attempt = Attempt(Seq(*items))
+        self.core = core
+
+    def run(self, inp: Input, pos: int) -> Run:
+        r = self.attempt.fast(inp, pos)
+        end = (yield from self.attempt.run(inp, pos)) if r == SLOW else r
+        if end == pos:
+            q = yield from skip_ws(inp, pos)
+            if inp.eof and (q >= inp.end or self.core.startswith(inp.get(q, inp.end))):
+                inp.events.append(("error", q, f"output ends before {self.core!r}"))
+        return end
+
+    def fast(self, inp: Input, pos: int) -> int:
+        return drive(self.run(inp, pos)) if inp.eof else SLOW
+
+    def first(self) -> tuple[str, ...]:
+        return (self.core, "")
+
+    def nullable(self) -> bool:
+        return True
 
 
 def stop_of(text: str, loose: bool = False) -> Marker | None:
@@ -157,9 +191,10 @@ class _Skeleton:
         return literal(p.text, raw_before=self.raw(i - 1), raw_after=self.raw(i + 1), optional=self.closer(i),
                        namespace_optional=i + 1 < len(self.parts) and self.parts[i + 1].kind == "name")
 
-    def stops(self, i: int, extra: Sequence[Marker] = ()) -> list[Marker]:
+    def stops(self, i: int, extra: Sequence[Marker] = (), openers: Sequence[Marker] = ()) -> list[Marker]:
         """What ends the raw slot ``i``: the next literal, and when that literal may be missing,
-        whatever may follow it."""
+        whatever may follow it (``openers`` of the next unit, and markers of ``extra`` and of what
+        follows the whole skeleton; all of ``extra`` when no literal follows)."""
         out: list[Marker] = []
         ws = ""  # whitespace-only literals on the way
         for j in range(i + 1, len(self.parts)):
@@ -171,7 +206,7 @@ class _Skeleton:
                 out += [Marker(x, ws) for x in (opener, (self.ts.args_empty or "").strip()) if x]
                 continue  # the arguments may be none: then whatever follows them
             if p.kind != "lit":  # another slot follows directly
-                return out + list(extra) if out or not ws else [Marker(ws)]
+                return out + list(extra) + list(openers) if out or not ws else [Marker(ws)]
             m = stop_of(p.text, loose=bool(out))
             if m is None:
                 ws += p.text
@@ -184,7 +219,7 @@ class _Skeleton:
         later = list(extra) + self.outer
         if out:  # past a closer that may be missing: only markers end the value (not separators)
             later = [m for m in later if is_marker(m.core)]
-        return out + later
+        return out + list(openers) + later
 
 
 class TaggedArgs:
@@ -207,7 +242,7 @@ class TaggedArgs:
             if p.kind == "lit":
                 seq.append(sk.literal(i))
                 continue
-            stops = sk.stops(i, sep + self.next_unit)
+            stops = sk.stops(i, sep, self.next_unit)
             if p.kind == "key":
                 seq.append(Capture("arg_key", Until(stops, to_end=False)) if not seen_key
                            else Until(stops, tag="", to_end=False))

@@ -366,8 +366,10 @@ def _sections_repeated(out: Output) -> list[str]:
 # ---- closers and openers
 
 def _last_literal(ts: ToolCallStructure) -> str:
+    """What closes a call (for a JSON call object: what follows its closing brace)."""
     parts = ts.call_parts
-    return parts[-1].text if parts and parts[-1].kind == "lit" else ""
+    text = parts[-1].text if parts and parts[-1].kind == "lit" else ""
+    return text[text.rfind("}") + 1:] if _json_format(ts) else text
 
 
 def _closer_missing_at_end(out: Output) -> list[str]:
