@@ -21,7 +21,7 @@ from analyzer.markers import is_marker, pairs, tokenize
 from analyzer.structures import FunctionFormat, Part, ToolCallStructure
 
 from .json_call import JsonCall, JsonCalls
-from .peg import NEED, Capture, Empty, Input, Lit, Marker, OptMarker, Parser, Repeat, Run, Seq
+from .peg import NEED, Capture, Empty, Input, Lit, Marker, Parser, Repeat, Run, Seq
 from .recovery import Closer
 from .skeleton import args_parser, first_piece, leads, literal, skeleton_call, stop_of
 
@@ -130,10 +130,14 @@ class ChannelHeader(Parser):
                 return inp.fail(pos, f"expected {self.end!r}")
             yield NEED
         header = inp.get(pos, j)
-        k = header.find(self.recipient)
+        recipient = self.recipient
+        k = header.find(recipient)
+        if k < 0:  # written without the namespace (``to=get_weather`` for ``to=functions.get_weather``)
+            recipient = re.sub(r"[A-Za-z_][A-Za-z0-9_]*\.$", "", recipient)
+            k = header.find(recipient) if recipient else -1
         if k < 0:
             return inp.fail(pos, f"no {self.recipient!r} in the header")
-        m = re.match(r"[A-Za-z0-9_.\-]+", header[k + len(self.recipient):])
+        m = re.match(r"[A-Za-z0-9_.\-]+", header[k + len(recipient):])
         if not m:
             return inp.fail(pos + k, "no function name after the recipient")
         inp.events += [("open", "tool_name"), ("chunk", "tool_name", m.group(0)), ("close", "tool_name")]
@@ -157,8 +161,11 @@ def tool_guards(ts: ToolCallStructure) -> tuple[str, ...]:
         frame = json_frame(ts)[0]
         lead = start if start.strip() else frame
         return tuple(g for g in Marker.of(lead).first() if g) if lead.strip() else ()
-    lead = ts.tool_section_start if ts.tool_section_start.strip() else first_literal(ts.call_parts)
-    return leads(lead) if lead.strip() else ()
+    if ts.tool_section_start.strip():
+        return leads(ts.tool_section_start)
+    lead = first_literal(ts.call_parts)
+    before_name = len(ts.call_parts) > 1 and ts.call_parts[0].kind == "lit" and ts.call_parts[1].kind == "name"
+    return leads(lead, before_name) if lead.strip() else ()
 
 
 def call_guards(ts: ToolCallStructure) -> tuple[str, ...]:
@@ -180,10 +187,10 @@ def _json_section(ts: ToolCallStructure, parallel: bool) -> Parser:
     call, frame_open, frame_close = _json_call(ts)
     start, end = json_section_markers(ts)
     calls = JsonCalls(call, frame_open, frame_close, max_calls=None if parallel else 1)
-    pieces: list[Parser] = [Marker.of(start).loose(before=False)] if start.strip() else []
+    pieces: list[Parser] = [literal(start, raw_before=True, raw_after=False)] if start.strip() else []
     pieces.append(calls)
-    if end.strip() and not turn_end_like(ts):
-        pieces.append(OptMarker(Marker.of(end)))  # may be cut off with the stop token
+    if end.strip() and not turn_end_like(ts):  # may be cut off with the stop token
+        pieces.append(literal(end, raw_before=False, raw_after=False, optional=True))
     return Seq(*pieces)
 
 

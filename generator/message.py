@@ -22,7 +22,7 @@ from analyzer.structures import FunctionFormat, ReasoningMode, TemplateAnalysis
 from .calls import (bare_json_calls, call_guards, channel_call, channel_parts, section_end, separator_ws,
                     tool_guards, tool_section, tool_stops, turn_end_like)
 from .skeleton import skeleton_call
-from .peg import Ahead, Attempt, Capture, Check, OptMarker, Choice, Empty, Lit, Marker, Opt, Parser, Repeat, Seq, Until, Ws
+from .peg import Ahead, Attempt, Capture, Check, Lazy, OptMarker, Text, Choice, Empty, Lit, Marker, Opt, Parser, Repeat, Seq, Until, Ws
 from .recovery import AtEnd, Segments, TextUntilCall
 
 
@@ -99,6 +99,9 @@ def _name_after(events: list[tuple], i: int) -> str:
         if e[0] == "chunk":
             out.append(e[2])
     return "".join(out)
+
+
+FENCE = "```"
 
 
 @dataclass(frozen=True)
@@ -181,18 +184,16 @@ class _Builder:
         if not self.tools:
             return
         ts = self.ts
-        guards = tool_guards(ts)
-        if guards:
-            sep = separator_ws(ts)
-            section = tool_section(ts, self.req.parallel)
+        sep = separator_ws(ts)
+        for guards, section in ((tool_guards(ts), tool_section(ts, self.req.parallel)),
+                                # calls written without the section's opener
+                                (call_guards(ts), tool_section(ts, self.req.parallel, with_start=False))):
+            if not guards:
+                continue
             if sep:  # the separator before the calls is theirs, not the content's
-                guards = tuple(dict.fromkeys(x for g in guards for x in Marker(g, sep).first()))
                 section = Seq(Marker("", sep), section)
+                guards = tuple(dict.fromkeys(x for g in guards for x in Marker(g, sep).first()))
             self.add(guards, section, *[Marker(g, sep) for g in guards if g.strip() == g])
-        bare_calls = call_guards(ts)
-        if bare_calls:  # calls written without the section's opener
-            self.add(bare_calls, tool_section(ts, self.req.parallel, with_start=False),
-                     *[Marker(g, sep) for g in bare_calls])
         channel = channel_parts(ts)
         if channel is not None:  # the same call with its header attributes in another order
             self.add((channel[1],), channel_call(ts, channel), Marker(channel[1]))
@@ -229,6 +230,19 @@ class _Builder:
             else:  # the stop token, if the server left it in: dropped
                 self.add(eot_m.first(), eot_m, Marker(eot_m.core, eot_m.before))
 
+    def code_fences(self) -> None:
+        """A fenced code block in content is content to its closing fence: markers inside it
+        open nothing (a model showing the syntax is not calling). The text after the fence goes
+        on as content."""
+        if not self.tools or self.ts.function_format == FunctionFormat.MARKDOWN_CODE_BLOCK:
+            return
+        ends = [Marker.stop(x) for x in (self.analysis.end_of_turn, self.analysis.final_suffix) if x.strip()]
+
+        def fenced() -> Parser:
+            return Capture("content", Seq(Text(FENCE), Until([Marker(FENCE)] + ends), Opt(Text(FENCE)),
+                                          Until(self.stops)))
+        self.add((FENCE,), Lazy(fenced), Marker(FENCE))
+
     def bare_calls(self) -> Parser | None:
         """Calls with no marker before them: only where the format puts them (the whole output,
         or its end after content when the template writes content first), and only when they
@@ -247,6 +261,7 @@ class _Builder:
         self.reasoning()
         self.content()
         self.tool_calls()
+        self.code_fences()
         bare = self.bare_calls()
         self.ends()
         analysis = self.analysis

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Generator, Iterable, Sequence
 
+import regex
+
 FAIL = -1
 SLOW = -2    # ``fast()`` cannot answer without waiting for input: use ``run()``
 NEED = None  # what a parser yields when it needs more input
@@ -235,6 +237,29 @@ class Empty(Parser):
         return ("",)
 
 
+class Text(Parser):
+    """A literal that is text of the region it stands in (emitted as a chunk), not structure."""
+
+    def __init__(self, text: str) -> None:
+        self.lit = Lit(text)
+
+    def run(self, inp: Input, pos: int) -> Run:
+        r = self.lit.fast(inp, pos)
+        end = (yield from self.lit.run(inp, pos)) if r == SLOW else r
+        if end != FAIL:
+            inp.emit(inp.tag(None), self.lit.text, end)
+        return end
+
+    def fast(self, inp: Input, pos: int) -> int:
+        end = self.lit.fast(inp, pos)
+        if end >= 0:
+            inp.emit(inp.tag(None), self.lit.text, end)
+        return end
+
+    def first(self) -> tuple[str, ...]:
+        return (self.lit.text,)
+
+
 class Ws(Parser):
     """Any run of whitespace, possibly none (between pieces of structure)."""
 
@@ -324,6 +349,16 @@ class Marker(Parser):
     def run(self, inp: Input, pos: int) -> Run:
         if self.ws_before:
             pos = yield from skip_ws(inp, pos)
+        if self._indented is not None:  # a marker on its own line may be indented
+            while True:
+                m = self._indented.match(inp.text, pos - inp.base, partial=not inp.eof)
+                if m is None or not m.partial:
+                    break
+                yield NEED
+            if m is None:
+                return inp.fail(pos, f"expected {self.core!r}")
+            pos = m.end() + inp.base
+            return (yield from self._after(inp, pos))
         yield from _wait_for(inp, pos, len(self.before) + len(self.core))
         for k in range(len(self.before), -1, -1):
             lead = self.before[len(self.before) - k:]
@@ -333,6 +368,9 @@ class Marker(Parser):
             yield from _wait_for(inp, pos, k + len(self.core))
         else:
             return inp.fail(pos, f"expected {self.core!r}")
+        return (yield from self._after(inp, pos))
+
+    def _after(self, inp: Input, pos: int) -> Run:
         if self.ws_after:
             return (yield from skip_ws(inp, pos))
         for k in range(len(self.after), 0, -1):
@@ -346,6 +384,13 @@ class Marker(Parser):
         self._leads = tuple(self.before[len(self.before) - k:] + self.core for k in range(len(self.before), -1, -1))
         self._afters = tuple(self.after[:k] for k in range(len(self.after), 0, -1))
         self._need = len(self.before) + len(self.core) + len(self.after)
+        self._indented = None
+        if "\n" in self.before and not self.ws_before and self.core:
+            alts = []
+            for k in range(len(self.before), -1, -1):
+                s = self.before[len(self.before) - k:]
+                alts.append(regex.escape(s[:s.rfind("\n") + 1]) + "[ \t]*" if "\n" in s else regex.escape(s))
+            self._indented = regex.compile("(?:" + "|".join(alts) + ")" + regex.escape(self.core))
 
     def fast(self, inp: Input, pos: int) -> int:
         text, i = inp.text, pos - inp.base
@@ -353,6 +398,19 @@ class Marker(Parser):
             i = _WS_RUN.match(text, i).end()
             if i >= len(text) and not inp.eof:
                 return SLOW
+        if self._indented is not None:
+            m = self._indented.match(text, i, partial=not inp.eof)
+            if m is None:
+                return inp.fail(i + inp.base, f"expected {self.core!r}")
+            if m.partial:
+                return SLOW
+            i = m.end()
+            if self.ws_after:
+                i = _WS_RUN.match(text, i).end()
+                return i + inp.base if i < len(text) or inp.eof else SLOW
+            if not inp.eof and len(text) - i < len(self.after):
+                return SLOW
+            return next((i + len(a) for a in self._afters if text.startswith(a, i)), i) + inp.base
         if inp.end - i - inp.base < self._need and not inp.eof:
             return SLOW
         for lead in self._leads:
@@ -697,7 +755,8 @@ class Until(Parser):
         self.tail = tail  # whitespace that, ending the input, is the template's (a blank end of turn)
         self.cores = [s.core for s in self.stops]
         self.maxlen = max((len(c) for c in self.cores), default=0)
-        ws = "".join(s.before + (" \t\r\n" if s.ws_before else "") for s in self.stops) + tail
+        ws = "".join(s.before + (" \t\r\n" if s.ws_before else " \t" if "\n" in s.before else "")
+                     for s in self.stops) + tail
         self.stop_chars = frozenset("".join(c[0] for c in self.cores) + ws)
         self._pattern = re.compile("|".join(re.escape(c) for c in sorted(set(self.cores), key=len, reverse=True))) \
             if self.cores else None
@@ -732,10 +791,18 @@ class Until(Parser):
                     k -= 1
                 end = min(end, k)
                 continue
-            for k in range(len(stop.before), 0, -1):
-                if hit - k >= emitted and hit - k < end and inp.startswith(stop.before[len(stop.before) - k:], hit - k):
-                    end = hit - k
-                    break
+            starts = [hit]
+            if "\n" in stop.before:  # a marker on a line of its own may be indented
+                at = hit
+                while at > emitted and inp.get(at - 1, at) in " \t":
+                    at -= 1
+                starts.append(at)
+            for at in starts:
+                for k in range(len(stop.before), 0, -1):
+                    if at - k >= emitted and at - k < end and \
+                            inp.startswith(stop.before[len(stop.before) - k:], at - k):
+                        end = at - k
+                        break
         self._emit(inp, emitted, end)
         inp.keep_from = end
         return end

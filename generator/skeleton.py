@@ -70,25 +70,30 @@ def first_piece(text: str) -> str:
     return next((p for _, p, _ in pieces(text) if p), "")
 
 
-def leads(text: str) -> tuple[str, ...]:
+def leads(text: str, before_name: bool = False) -> tuple[str, ...]:
     """Guards for a literal: its first piece, and the whole literal as the template writes it
-    (the longer one tells it from other literals that start the same way)."""
+    (the longer one tells it from other literals that start the same way); ``before_name``: the
+    literal comes right before the function name, whose namespace may be missing."""
     first, whole = first_piece(text), text.strip()
-    return tuple(dict.fromkeys(x for x in (first, whole) if x))
+    ns = _NAMESPACE.search(whole) if before_name else None
+    short = whole[:ns.start()].strip() if ns is not None else ""
+    first = short if ns is not None and first == whole else first
+    return tuple(dict.fromkeys(x for x in (first, whole, short) if x))
 
 
 class Literal(Seq):
     """A literal read piece by piece, starting with one of :func:`leads`."""
 
-    def __init__(self, text: str, items: Sequence[Parser]) -> None:
+    def __init__(self, text: str, items: Sequence[Parser], before_name: bool = False) -> None:
         super().__init__(*items)
         self.text = text
+        self.before_name = before_name
 
     def first(self) -> tuple[str, ...] | None:
         f = super().first()
         if f is None or "" in f:
             return f
-        return tuple(dict.fromkeys(f + leads(self.text)))
+        return tuple(dict.fromkeys(f + leads(self.text, self.before_name)))
 
 
 def literal(text: str, *, raw_before: bool, raw_after: bool, optional: bool = False,
@@ -111,8 +116,11 @@ def literal(text: str, *, raw_before: bool, raw_after: bool, optional: bool = Fa
         loose_after = last and not raw_after
         m = Marker(piece, ws if not loose_before else "", after if last and raw_after else "",
                    loose_before, loose_after)
-        if namespace_optional and last and not marker and _NAMESPACE.search(piece):
-            seq.append(Opt(m, (piece,)))
+        ns = _NAMESPACE.search(piece) if namespace_optional and last and not marker else None
+        if ns is not None:  # the namespace before the name may be missing
+            if ns.start():
+                seq.append(Marker(piece[:ns.start()], m.before, "", loose_before, False))
+            seq.append(Opt(Marker(ns.group(0), "", m.after, False, loose_after), (ns.group(0),)))
         elif optional and (marker or not groups):
             groups.append(([m], piece))
         elif optional:
@@ -123,7 +131,7 @@ def literal(text: str, *, raw_before: bool, raw_after: bool, optional: bool = Fa
             break
     if groups:
         seq += [OptionalGroup(items, core) for items, core in groups]
-    return Literal(text, seq) if seq else Empty()
+    return Literal(text, seq, namespace_optional) if seq else Empty()
 
 
 class OptionalGroup(Parser):
