@@ -194,15 +194,18 @@ def _json_section(ts: ToolCallStructure, parallel: bool) -> Parser:
     return Seq(*pieces)
 
 
-def tool_section(ts: ToolCallStructure, parallel: bool, *, with_start: bool = True) -> Parser:
+def tool_section(ts: ToolCallStructure, parallel: bool, *, with_start: bool = True,
+                 turn_ends: Sequence[str] = ()) -> Parser:
     """The tool section: its opener (unless ``with_start`` is off: calls written without it),
-    the calls, its closer (which may be missing)."""
+    the calls, its closer (which may be missing). ``turn_ends``: markers that end the turn,
+    which also end a call left open."""
     if json_calls(ts):
         return _json_section(ts, parallel)
     end = "" if turn_end_like(ts) else ts.tool_section_end
     opener = first_piece(first_literal(ts.call_parts)) if first_literal(ts.call_parts).strip() else ""
     outer = [m for m in (stop_of(ts.call_separator, loose=True), stop_of(end, loose=True),
-                         Marker(opener, "", "", True) if opener else None) if m is not None]
+                         Marker(opener, "", "", True) if opener else None,
+                         *(stop_of(x, loose=True) for x in turn_ends)) if m is not None]
     call = skeleton_call(ts, outer)
     sep = literal(ts.call_separator, raw_before=False, raw_after=False) if ts.call_separator.strip() else None
     closers = leads(end) if end.strip() else ()

@@ -143,7 +143,7 @@ class _Builder:
         stops = ([end_m] if end_m else []) + [m for m in turn_ends if not end_m or m.core != end_m.core]
         guards = tool_guards(self.ts) if self.tools else ()
         if guards and self.req.calls_in_reasoning and self.req.tool_names:
-            call = Check(tool_section(self.ts, self.req.parallel), accept=known_calls(self.req.tool_names))
+            call = Check(self.section(), accept=known_calls(self.req.tool_names))
             return TextUntilCall("reasoning", stops, guards, call, "reasoning was not closed before a tool call")
         return Capture("reasoning", Until(stops))
 
@@ -180,14 +180,19 @@ class _Builder:
             ([Opt(cend, tuple(g for g in cend.first() if g))] if cend else [])
         self.add(tuple(g for g in cstart.first() if g), Seq(*seq), cstart)
 
+    def section(self, with_start: bool = True) -> Parser:
+        """The tool section for this request (a call left open also ends with the turn)."""
+        ends = [x for x in (self.analysis.end_of_turn, self.analysis.final_suffix) if x.strip()]
+        return tool_section(self.ts, self.req.parallel, with_start=with_start, turn_ends=ends)
+
     def tool_calls(self) -> None:
         if not self.tools:
             return
         ts = self.ts
         sep = separator_ws(ts)
-        for guards, section in ((tool_guards(ts), tool_section(ts, self.req.parallel)),
+        for guards, section in ((tool_guards(ts), self.section()),
                                 # calls written without the section's opener
-                                (call_guards(ts), tool_section(ts, self.req.parallel, with_start=False))):
+                                (call_guards(ts), self.section(with_start=False))):
             if not guards:
                 continue
             if sep:  # the separator before the calls is theirs, not the content's
@@ -251,7 +256,7 @@ class _Builder:
         if not (self.tools and bare_json_calls(ts)):
             return None
         ends = Ahead([m.core for m in self.end_markers().values()])
-        bare = Attempt(Seq(Ws(), tool_section(ts, self.req.parallel), Ws(), ends),
+        bare = Attempt(Seq(Ws(), self.section(), Ws(), ends),
                        accept=known_calls(self.req.tool_names))
         if ts.calls_after_content:
             self.add(("{", "["), bare, Marker("{"), Marker("["))

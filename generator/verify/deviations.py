@@ -483,6 +483,16 @@ def _content_scenario(out: Output) -> bool:
     return out.scenario == "content" and CONTENT in out.text and out.ts.supports_tools and bool(out.ts.call_parts)
 
 
+def _plain_content(out: Output) -> bool:
+    """Content written as plain text (no wrapper or recipient header of its own) that holds the
+    needle: where a model writes prose and code freely."""
+    cs = out.analysis.content_structure
+    return _content_scenario(out) and not cs.content_start.strip() and \
+        CONTENT in (out.message.get("content") or "") and \
+        out.ts.function_format not in (FunctionFormat.RECIPIENT_BASED, FunctionFormat.CHANNEL_BASED,
+                                       FunctionFormat.MARKDOWN_CODE_BLOCK)
+
+
 def _prose_with_call_json(out: Output) -> list[str]:
     if not _content_scenario(out):
         return []
@@ -492,7 +502,7 @@ def _prose_with_call_json(out: Output) -> list[str]:
 
 def _code_block_with_call(out: Output) -> list[str]:
     """A fenced code block that shows the template's own call syntax."""
-    if not _content_scenario(out) or out.ts.function_format == FunctionFormat.MARKDOWN_CODE_BLOCK:
+    if not _plain_content(out):
         return []
     example = out.format(out.ts, [("get_weather", {"city": "Paris"}, "callZ0009")])
     return [out.text.replace(CONTENT, CONTENT + "\n\n```\n" + example + "\n```\n", 1)]
