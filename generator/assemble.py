@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from analyzer.structures import FunctionFormat, ToolCallStructure, ValueFormat
 
-from .values import schema_type, to_json_text, typed_json, unwrap_cdata
+from .values import PYTHON, schema_type, to_json_text, typed_json, unwrap_cdata
 
 
 FIELD = {"reasoning": "reasoning_content", "content": "content"}
@@ -318,13 +318,19 @@ class Assembler:
                 raw = unwrap_cdata("".join(call.value_parts))
                 self._emit_args(call, typed_json(raw, self._param_schema(call), self._value_format()), out)
             else:
-                raw = "".join(call.literal)
-                try:
-                    text = to_json_text(raw, dict(self.ts.value_formats).get("string") or ValueFormat())
-                except (ValueError, SyntaxError):
-                    text = typed_json(raw, self._param_schema(call))
-                self._emit_args(call, text, out)
+                self._emit_args(call, self._literal_json("".join(call.literal), call), out)
             call.arg_type = ""
+
+    def _literal_json(self, raw: str, call: CallState) -> str:
+        """JSON for a value written as a literal: in the template's format, else as a Python
+        literal (models write Python quoting where templates write another), else typed by the
+        parameter's schema."""
+        for fmt in (dict(self.ts.value_formats).get("string") or ValueFormat(), PYTHON):
+            try:
+                return to_json_text(raw, fmt)
+            except (ValueError, SyntaxError):
+                continue
+        return typed_json(raw, self._param_schema(call))
 
     def _close_call(self, end: int, whole: bool, out: list[dict[str, Any]]) -> None:
         """The end of a call: ``end`` is where it ends (``whole``) or where it broke."""

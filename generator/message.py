@@ -86,6 +86,10 @@ def known_calls(names: frozenset[str] | None):
     def accept(events: list[tuple]) -> bool:
         seen = [e[1] for e in events if e[0] == "call"]
         seen += [_name_after(events, i) for i, e in enumerate(events) if e == ("open", "tool_name")]
+        # formats that write the name inside the call id (``functions.get_weather:0``)
+        ids = [_name_after(events, i) for i, e in enumerate(events) if e == ("open", "tool_id")]
+        if not seen and ids:
+            return names is None or all(any(n in i for n in names) for i in ids)
         return bool(seen) and (names is None or all(n.strip() in names for n in seen))
     return accept
 

@@ -10,7 +10,7 @@ template writes before the name (``functions.``) may be missing.
 
 Example::
 
-    >>> from analyzer.structures import Part, ToolCallStructure
+    >>> from analyzer.structures import FunctionFormat, Part, ToolCallStructure
     >>> from generator.peg import run_all
     >>> ts = ToolCallStructure(call_parts=(Part("lit", "<call>"), Part("name"), Part("lit", "</call>")))
     >>> [e for e in run_all(skeleton_call(ts, []), "<call> f</call>")[1] if e[0] == "chunk"]
@@ -23,12 +23,12 @@ import re
 from typing import Sequence
 
 from analyzer.markers import is_marker, tokenize
-from analyzer.structures import Part, ToolCallStructure
+from analyzer.structures import FunctionFormat, Part, ToolCallStructure
 
 from .peg import (SLOW, Attempt, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, Opt, Parser, Repeat, Run, Seq,
                   Until, Ws, drive, skip_ws)
 from .recovery import Recover
-from .values import LiteralValue
+from .values import PYTHON, LiteralValue
 
 RAW = frozenset(("name", "id", "key", "value", "index"))  # slots of raw text (their whitespace is theirs)
 _NAMESPACE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.$")
@@ -258,12 +258,23 @@ class TaggedArgs:
             elif p.kind == "typed":
                 seq.append(_typed_choice(p, "arg_type"))
             elif p.kind == "value":
-                fmt = dict(ts.value_formats).get("string")
-                if fmt is not None and not fmt.raw_strings:
-                    seq.append(Capture("arg_literal", LiteralValue(fmt)))
-                else:
-                    seq.append(Capture("arg_value", Until(stops, to_end=True)))
+                seq.append(self.value(stops, sk.parts[i - 1] if i else None))
         return Seq(*seq)
+
+    def value(self, stops: list[Marker], before: Part | None) -> Parser:
+        """One argument's value: written in the template's value format, raw text up to what
+        follows it, or (Python call syntax) a Python literal where one is written."""
+        ts = self.ts
+        cores = [m.core for m in stops]
+        fmt = dict(ts.value_formats).get("string")
+        python = ts.function_format == FunctionFormat.PYTHONIC
+        if fmt is not None and not fmt.raw_strings:
+            return Capture("arg_literal", LiteralValue(fmt, stops=cores, python_quotes=python))
+        raw = Capture("arg_value", Until(stops, to_end=True))
+        quoted_by_template = before is not None and before.kind == "lit" and before.text.rstrip()[-1:] in "'\""
+        if python and not quoted_by_template:
+            return Choice([(("'", '"', "[", "{"), Capture("arg_literal", LiteralValue(PYTHON, stops=cores)))], raw)
+        return raw
 
     def parser(self) -> Parser:
         ts = self.ts

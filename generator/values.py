@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any
+from typing import Any, Sequence
 
 from analyzer.structures import ValueFormat
 
@@ -216,24 +216,26 @@ class LiteralValue(Parser):
     scanned as it streams; ends before the first character that cannot continue it.
     Emits its raw text as one chunk when complete (it is converted to JSON afterwards)."""
 
-    def __init__(self, fmt: ValueFormat, tag: str | None = None) -> None:
+    def __init__(self, fmt: ValueFormat, tag: str | None = None, stops: Sequence[str] = (),
+                 python_quotes: bool = False) -> None:
         self.fmt = fmt
         self.tag = tag
+        self.stops = tuple(s for s in stops if s)  # markers that end a bare word (what follows the value)
         self.opens = [x for x in (fmt.obj_open, fmt.arr_open) if x]
         self.closes = {fmt.obj_open: fmt.obj_close, fmt.arr_open: fmt.arr_close}
         quotes = [(fmt.str_open, fmt.str_close)] if fmt.str_open else []
-        if fmt.kind in ("python_repr", "python_str"):
-            quotes = [("'", "'"), ('"', '"')]
+        if fmt.kind in ("python_repr", "python_str") or python_quotes:  # (models quote as Python does)
+            quotes = list(dict.fromkeys([("'''", "'''"), ('"""', '"""'), *quotes, ("'", "'"), ('"', '"')]))
         self.quotes = quotes
         # a backslash escapes the closing quote when the format escapes with backslashes
-        self.backslash = (fmt.escape in ("json", "python") or fmt.kind.startswith("python")
+        self.backslash = (fmt.escape in ("json", "python") or fmt.kind.startswith("python") or python_quotes
                           or any(w.startswith("\\") for _, w in fmt.escapes))
 
     def _partial(self, inp: Input, pos: int, stack: list[str]) -> bool:
         """The input ends inside what may be a multi-character quote or bracket."""
         tail = inp.get(pos, inp.end)
         return any(len(t) > len(tail) and t.startswith(tail)
-                   for t in [q for q, _ in self.quotes] + self.opens + stack[-1:])
+                   for t in [q for q, _ in self.quotes] + self.opens + stack[-1:] + list(self.stops))
 
     def run(self, inp: Input, pos: int) -> Run:
         start = pos
@@ -247,8 +249,9 @@ class LiteralValue(Parser):
             if not inp.eof and self._partial(inp, pos, stack):
                 yield NEED  # a quote or bracket of several characters may be starting here
                 continue
-            if not stack and pos > start and inp.get(pos, pos + 1) in ",)]}" + " \n" and \
-                    not any(inp.startswith(o, pos) for o in self.opens):
+            if not stack and pos > start and (inp.get(pos, pos + 1) in ",)]}" + " \n" and
+                                              not any(inp.startswith(o, pos) for o in self.opens)
+                                              or any(inp.startswith(s, pos) for s in self.stops)):
                 break
             matched = False
             for q_open, q_close in self.quotes:

@@ -15,8 +15,6 @@ import pytest
 
 from generator.verify.fixed_point import SCENARIOS
 
-UNQUOTED = ("the template writes string arguments unquoted (key=value), so a string holding ', ' "
-            "cannot be told from the next argument")
 UNESCAPED = "the template writes string arguments in double quotes without escaping the quotes inside them"
 THINK_FLAG = ("thinking is switched by /think and /no_think inside the system message, not by a template "
               "variable; with thinking on, the template writes a past answer inside an unclosed <think> "
@@ -44,9 +42,6 @@ KNOWN: dict[str, dict[str, str]] = {
     "extra/google-gemma-3-27b-it-vllm_tool_gemma3_pythonic.jinja": dict.fromkeys(
         ("tool_call", "parallel_tool_calls", "content+tool_calls", "tricky_arguments"),
         "the template joins keyword arguments without commas (city=\"Paris\"days=3): the output is ambiguous"),
-    "extra/meta-llama-Llama-3.2-3B-Instruct-vllm_tool_llama3.2_pythonic.jinja": {"tricky_arguments": UNQUOTED},
-    "extra/baseten-Llama-3.2-3B-Instruct-pythonic.jinja": {"tricky_arguments": UNQUOTED},
-    "extra/Team-ACE-ToolACE-8B-vllm_tool_toolace.jinja": {"tricky_arguments": UNQUOTED},
     "extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-vllm_tool_llama4_pythonic.jinja": {
         "tricky_arguments": UNESCAPED},
     "extra/LiquidAI-LFM2.5-VL-450M.jinja": {"tricky_arguments": UNESCAPED},

@@ -210,7 +210,7 @@ def _reasoning_start_again(out: Output) -> list[str]:
     start = out.analysis.content_structure.reasoning_start
     if not start.strip() or not out.forced_open or out.text.lstrip().startswith(start.strip()):
         return []
-    return [start + out.text, start.strip() + out.text]
+    return [start + out.text] + ([start.strip() + out.text] if not out.text[:1].isspace() else [])
 
 
 def _ws_before_reasoning(out: Output) -> list[str]:
@@ -405,8 +405,9 @@ def _closer_missing_before_next(out: Output) -> list[str]:
 def _section_end_missing(out: Output) -> list[str]:
     ts = out.ts
     end = ts.tool_section_end
-    if out.block is None or not any(is_marker(t) for t in tokenize(end)) or _array_frame(ts):
-        return []
+    if out.block is None or not any(is_marker(t) for t in tokenize(end)) or _array_frame(ts) or \
+            out.message.get("content") and out.text.find(CONTENT) > out.block[0]:
+        return []  # (content after the calls would run into them)
     block = out.text[out.block[0]:out.block[1]]
     return [out.with_block(block[:-len(end)])] if block.endswith(end) else []
 
@@ -431,7 +432,9 @@ def _arg_closer_missing(out: Output) -> list[str]:
     if out.block is None or not core or not is_marker(core) or not out.calls or not out.calls[0][1]:
         return []
     block = out.text[out.block[0]:out.block[1]]
-    i = block.find(close)
+    name, args, _ = out.calls[0]
+    first_value = next(iter(args.values()))
+    i = block.find(close, max(0, block.find(str(first_value)))) if isinstance(first_value, str) else -1
     if i < 0:
         return []
     k = close.find(core)
@@ -464,12 +467,13 @@ def _python_quoted(quote: str) -> Callable[[Output], list[str]]:
     them bare, or with the other quote)."""
     def make(out: Output) -> list[str]:
         ts = out.ts
-        if out.block is None or ts.function_format != FunctionFormat.PYTHONIC or ts.args_mode != "tagged":
-            return []
+        if out.block is None or ts.function_format != FunctionFormat.PYTHONIC or ts.args_mode != "tagged" or \
+                any(p.kind == "lit" and ("'" in p.text or '"' in p.text) for p in ts.arg_parts):
+            return []  # (the template writes the quotes itself)
         fmt = dict(ts.value_formats).get("string")
         if fmt is None or (fmt.str_open == quote and not fmt.raw_strings):
             return []
-        strings = replace(fmt, kind="dialect", raw_strings=False, str_open=quote, str_close=quote, escape="none")
+        strings = replace(fmt, kind="dialect", raw_strings=False, str_open=quote, str_close=quote, escape="json")
         formats = tuple((t, strings if t == "string" else f) for t, f in ts.value_formats)
         if any(quote in v for _, args, _ in out.calls for v in args.values() if isinstance(v, str)):
             return []
@@ -494,7 +498,7 @@ def _plain_content(out: Output) -> bool:
 
 
 def _prose_with_call_json(out: Output) -> list[str]:
-    if not _content_scenario(out):
+    if not _content_scenario(out) or CONTENT not in (out.message.get("content") or ""):
         return []
     prose = ' For example, {"name": "get_weather", "arguments": {"city": "Paris"}} is a JSON object.'
     return [out.text.replace(CONTENT, CONTENT + prose, 1)]
