@@ -195,7 +195,7 @@ def _json_section(ts: ToolCallStructure, parallel: bool) -> Parser:
 
 
 def tool_section(ts: ToolCallStructure, parallel: bool, *, with_start: bool = True,
-                 turn_ends: Sequence[str] = ()) -> Parser:
+                 turn_ends: Sequence[str] = (), names: frozenset[str] | None = None) -> Parser:
     """The tool section: its opener (unless ``with_start`` is off: calls written without it),
     the calls, its closer (which may be missing). ``turn_ends``: markers that end the turn,
     which also end a call left open."""
@@ -206,7 +206,7 @@ def tool_section(ts: ToolCallStructure, parallel: bool, *, with_start: bool = Tr
     outer = [m for m in (stop_of(ts.call_separator, loose=True), stop_of(end, loose=True),
                          Marker(opener, "", "", True) if opener else None,
                          *(stop_of(x, loose=True) for x in turn_ends)) if m is not None]
-    call = skeleton_call(ts, outer)
+    call = skeleton_call(ts, outer, names)
     sep = literal(ts.call_separator, raw_before=False, raw_after=False) if ts.call_separator.strip() else None
     closers = leads(end) if end.strip() else ()
     calls = Repeat(call, sep, min=1, max=None if parallel else 1, closers=closers,
@@ -234,11 +234,14 @@ def tool_stops(ts: ToolCallStructure, enabled: bool) -> list[Marker]:
     return [Marker(g, separator_ws(ts)) for g in tool_guards(ts) if g and g.strip() == g]
 
 
-def separator_ws(ts: ToolCallStructure) -> str:
+def separator_ws(ts: ToolCallStructure, with_start: bool = True) -> str:
     """The whitespace a template writes between content and the calls: it belongs to the calls
-    (content parsed back renders the same turn)."""
+    (content parsed back renders the same turn). ``with_start`` off: before calls written
+    without the section's opener."""
     sep = ts.content_separator
-    if sep and not sep.strip():
+    if sep and not sep.strip() and with_start:
         return sep
-    src = ts.tool_section_start if ts.tool_section_start.strip() else (first_literal(ts.call_parts) or "")
-    return Marker.of(src).before if src.strip() else ""
+    src = ts.tool_section_start if ts.tool_section_start.strip() and with_start else \
+        (first_literal(ts.call_parts) or "")
+    before = Marker.of(src).before if src.strip() else ""
+    return before or (sep if sep and not sep.strip() else "")

@@ -187,18 +187,17 @@ class _Builder:
     def section(self, with_start: bool = True) -> Parser:
         """The tool section for this request (a call left open also ends with the turn)."""
         ends = [x for x in (self.analysis.end_of_turn, self.analysis.final_suffix) if x.strip()]
-        return tool_section(self.ts, self.req.parallel, with_start=with_start, turn_ends=ends)
+        return tool_section(self.ts, self.req.parallel, with_start=with_start, turn_ends=ends,
+                            names=self.req.tool_names)
 
     def tool_calls(self) -> None:
         if not self.tools:
             return
         ts = self.ts
-        sep = separator_ws(ts)
-        for guards, section in ((tool_guards(ts), self.section()),
-                                # calls written without the section's opener
-                                (call_guards(ts), self.section(with_start=False))):
+        for guards, with_start in ((tool_guards(ts), True), (call_guards(ts), False)):  # (without the opener)
             if not guards:
                 continue
+            sep, section = separator_ws(ts, with_start), self.section(with_start)
             if sep:  # the separator before the calls is theirs, not the content's
                 section = Seq(Marker("", sep), section)
                 guards = tuple(dict.fromkeys(x for g in guards for x in Marker(g, sep).first()))

@@ -129,7 +129,7 @@ class Input:
 
     def feed(self, chunk: str) -> None:
         if len(self.text) > 2048:  # amortized O(1): copy only when half is dead
-            keep = min(self.keep_from, *self.pins, *self.soft_pins)
+            keep = min((self.keep_from, *self.pins, *self.soft_pins))
             drop = keep - self.base
             if drop * 2 > len(self.text):
                 self.text = self.text[drop:]
@@ -748,10 +748,11 @@ class Until(Parser):
     """
 
     def __init__(self, stops: Sequence[Marker], tag: str | None = None, *, to_end: bool = True,
-                 tail: str = "") -> None:
+                 tail: str = "", end_if: Callable[[str], bool] | None = None) -> None:
         self.stops = [s for s in stops if s.core]
         self.tag = tag
         self.to_end = to_end  # without a stop, the text runs to the end of input
+        self.end_if = end_if  # (not to_end) the text may still run to the end when this approves it
         self.tail = tail  # whitespace that, ending the input, is the template's (a blank end of turn)
         self.cores = [s.core for s in self.stops]
         self.maxlen = max((len(c) for c in self.cores), default=0)
@@ -835,7 +836,7 @@ class Until(Parser):
                 return SLOW
             return self._finish(inp, pos, m.start() + inp.base, m.group(0))
         if inp.eof:
-            if not self.to_end:
+            if not self.to_end and not (self.end_if is not None and self.end_if(inp.get(pos, inp.end))):
                 return inp.fail(inp.end, "expected " + " or ".join(repr(c) for c in self.cores))
             return self._to_end(inp, pos)
         return SLOW
@@ -861,7 +862,7 @@ class Until(Parser):
             if m is not None:
                 return self._finish(inp, emitted, m.start() + inp.base, m.group(0))
             if inp.eof:
-                if not self.to_end:
+                if not self.to_end and not (self.end_if is not None and self.end_if(inp.get(emitted, inp.end))):
                     return inp.fail(inp.end, "expected " + " or ".join(repr(c) for c in self.cores))
                 return self._to_end(inp, emitted)
             if not self.to_end:  # the text counts only once its stop is found: nothing streams before

@@ -300,9 +300,11 @@ def args_parser(ts: ToolCallStructure, after: list[Marker], closers: Sequence[st
     return Capture("args_literal", Recover(LiteralValue(fmt), after))
 
 
-def skeleton_call(ts: ToolCallStructure, outer: Sequence[Marker]) -> Parser:
+def skeleton_call(ts: ToolCallStructure, outer: Sequence[Marker], names: frozenset[str] | None = None) -> Parser:
     """One call through its skeleton; ``outer``: what may follow the call (the next call's
-    opener, the section's end, the end of the turn)."""
+    opener, the section's end, the end of the turn). A name that ends the output is taken
+    when it is one of ``names`` (the output stopped right after it)."""
+    known = (lambda text: text.strip() in names) if names else None
     sk = _Skeleton(ts.call_parts, outer, ts)
     parts = sk.parts
     seq: list[Parser] = []
@@ -330,7 +332,7 @@ def skeleton_call(ts: ToolCallStructure, outer: Sequence[Marker]) -> Parser:
             if any(q.kind == "name" for q in parts[:i]):
                 seq.append(Until(stops, tag="", to_end=False))  # the name again (a recipient header)
             else:
-                seq.append(Capture("tool_name", Until(stops, to_end=False)))
+                seq.append(Capture("tool_name", Until(stops, to_end=False, end_if=known)))
         elif p.kind == "id":
             seq.append(Capture("tool_id", Until(stops, to_end=False)))
         elif p.kind == "index":
