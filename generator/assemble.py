@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from analyzer.structures import FunctionFormat, ToolCallStructure, ValueFormat
 
-from .values import PYTHON, schema_type, to_json_text, typed_json, unwrap_cdata
+from .values import PYTHON, schema_type, to_json_text, typed_json, unterminated, unwrap_cdata
 
 
 FIELD = {"reasoning": "reasoning_content", "content": "content"}
@@ -325,12 +325,14 @@ class Assembler:
         """JSON for a value written as a literal: in the template's format, else as a Python
         literal (models write Python quoting where templates write another), else typed by the
         parameter's schema."""
-        for fmt in (dict(self.ts.value_formats).get("string") or ValueFormat(), PYTHON):
+        string = dict(self.ts.value_formats).get("string") or ValueFormat()
+        for fmt in (string, PYTHON):
             try:
                 return to_json_text(raw, fmt)
             except (ValueError, SyntaxError):
                 continue
-        return typed_json(raw, self._param_schema(call))
+        cut = unterminated(raw, string)
+        return typed_json(cut if cut is not None else raw, self._param_schema(call))
 
     def _close_call(self, end: int, whole: bool, out: list[dict[str, Any]]) -> None:
         """The end of a call: ``end`` is where it ends (``whole``) or where it broke."""

@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Sequence
 
 from analyzer.markers import is_marker, pairs, tokenize
@@ -23,7 +24,7 @@ from analyzer.structures import FunctionFormat, Part, ToolCallStructure
 from .json_call import JsonCall, JsonCalls
 from .peg import NEED, Capture, Empty, Input, Lit, Marker, Parser, Repeat, Run, Seq
 from .recovery import Closer
-from .skeleton import args_parser, first_piece, leads, literal, skeleton_call, stop_of
+from .skeleton import args_parser, first_piece, leads, literal, pieces, skeleton_call, stop_of
 
 
 def first_literal(parts: Sequence[Part]) -> str:
@@ -168,14 +169,30 @@ def tool_guards(ts: ToolCallStructure) -> tuple[str, ...]:
     return leads(lead, before_name) if lead.strip() else ()
 
 
+def without_opener(ts: ToolCallStructure) -> ToolCallStructure | None:
+    """The calls as a model writes them without their outermost opener: without the section's
+    opener (``<function=...>`` for ``<tool_call><function=...>``), or, where the template folds
+    that opener into each call's first literal, without its first marker. None when nothing
+    distinctive would start them then."""
+    if json_calls(ts) or not ts.call_parts or ts.call_parts[0].kind != "lit":
+        return None
+    if ts.tool_section_start.strip():
+        bare = replace(ts, tool_section_start="", tool_section_end="")
+    else:
+        ps = [p for p in pieces(ts.call_parts[0].text) if p[1]]
+        if len(ps) < 2 or not ps[0][2]:
+            return None
+        text = ts.call_parts[0].text
+        rest = text[text.index(ps[1][1], text.index(ps[0][1]) + len(ps[0][1])):]
+        bare = replace(ts, call_parts=(Part("lit", rest), *ts.call_parts[1:]))
+    piece = first_piece(bare.call_parts[0].text)
+    return bare if piece and (is_marker(piece) or piece.startswith("<")) and piece not in tool_guards(ts) else None
+
+
 def call_guards(ts: ToolCallStructure) -> tuple[str, ...]:
-    """What starts a call written without its section's opener: the call's own first marker,
-    when the section has an opener of its own (else the section guards already cover it)."""
-    if json_calls(ts) or not ts.tool_section_start.strip():
-        return ()
-    lit = first_literal(ts.call_parts)
-    piece = first_piece(lit) if lit.strip() else ""
-    return leads(lit) if piece and is_marker(piece) and piece not in tool_guards(ts) else ()
+    """What starts a call written without its outermost opener (see :func:`without_opener`)."""
+    bare = without_opener(ts)
+    return leads(bare.call_parts[0].text) if bare is not None else ()
 
 
 def bare_json_calls(ts: ToolCallStructure) -> bool:
@@ -187,18 +204,22 @@ def _json_section(ts: ToolCallStructure, parallel: bool) -> Parser:
     call, frame_open, frame_close = _json_call(ts)
     start, end = json_section_markers(ts)
     calls = JsonCalls(call, frame_open, frame_close, max_calls=None if parallel else 1)
-    pieces: list[Parser] = [literal(start, raw_before=True, raw_after=False)] if start.strip() else []
-    pieces.append(calls)
+    seq: list[Parser] = [literal(start, raw_before=True, raw_after=False)] if start.strip() else []
+    seq.append(calls)
     if end.strip() and not turn_end_like(ts):  # may be cut off with the stop token
-        pieces.append(literal(end, raw_before=False, raw_after=False, optional=True))
-    return Seq(*pieces)
+        seq.append(literal(end, raw_before=False, raw_after=False, optional=True))
+    return Seq(*seq)
 
 
 def tool_section(ts: ToolCallStructure, parallel: bool, *, with_start: bool = True,
                  turn_ends: Sequence[str] = (), names: frozenset[str] | None = None) -> Parser:
-    """The tool section: its opener (unless ``with_start`` is off: calls written without it),
-    the calls, its closer (which may be missing). ``turn_ends``: markers that end the turn,
-    which also end a call left open."""
+    """The tool section: its opener (unless ``with_start`` is off: calls written without it, see
+    :func:`without_opener`), the calls, its closer (which may be missing). ``turn_ends``:
+    markers that end the turn, which also end a call left open."""
+    if not with_start:
+        bare = without_opener(ts)
+        assert bare is not None, "no call guards: nothing starts calls without their opener"
+        ts = bare
     if json_calls(ts):
         return _json_section(ts, parallel)
     end = "" if turn_end_like(ts) else ts.tool_section_end
@@ -211,13 +232,13 @@ def tool_section(ts: ToolCallStructure, parallel: bool, *, with_start: bool = Tr
     closers = leads(end) if end.strip() else ()
     calls = Repeat(call, sep, min=1, max=None if parallel else 1, closers=closers,
                    skip_ws=not ts.call_separator.strip())
-    pieces: list[Parser] = []
-    if with_start and ts.tool_section_start.strip():
-        pieces.append(literal(ts.tool_section_start, raw_before=False, raw_after=False))
-    pieces.append(calls)
+    seq: list[Parser] = []
+    if ts.tool_section_start.strip():
+        seq.append(literal(ts.tool_section_start, raw_before=False, raw_after=False))
+    seq.append(calls)
     if end.strip():  # may be cut off with the stop token
-        pieces.append(literal(end, raw_before=False, raw_after=False, optional=True))
-    return Seq(*pieces)
+        seq.append(literal(end, raw_before=False, raw_after=False, optional=True))
+    return Seq(*seq)
 
 
 def turn_end_like(ts: ToolCallStructure) -> bool:

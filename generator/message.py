@@ -117,6 +117,7 @@ class Request:
     parallel: bool
     tool_names: frozenset[str] | None = None
     calls_in_reasoning: bool = True  # an unclosed reasoning block ends at a call to a known tool
+    open_content: bool = False  # the prompt opened the content wrapper: the output starts inside it
 
 
 class _Builder:
@@ -132,6 +133,7 @@ class _Builder:
         self.alts: list[tuple[tuple[str, ...], Parser]] = []
         self.stops: list[Marker] = []
         self.end_m = Marker.of(self.cs.reasoning_end) if self.cs.reasoning_end.strip() else None
+        self.inside_content: list[Parser] = []  # a content wrapper's body and closer
         self.start_m = Marker.of(self.cs.reasoning_start) if self.cs.reasoning_start.strip() else None
 
     def add(self, guards: tuple[str, ...], parser: Parser, *stops: Marker) -> None:
@@ -145,10 +147,12 @@ class _Builder:
         turn_ends = [Marker.stop(x) for x in (self.analysis.end_of_turn, self.analysis.final_suffix) if x.strip()]
         end_m = self.end_m
         stops = ([end_m] if end_m else []) + [m for m in turn_ends if not end_m or m.core != end_m.core]
-        guards = tool_guards(self.ts) if self.tools else ()
-        if guards and self.req.calls_in_reasoning and self.req.tool_names:
-            call = Check(self.section(), accept=known_calls(self.req.tool_names))
-            return TextUntilCall("reasoning", stops, guards, call, "reasoning was not closed before a tool call")
+        if self.tools and self.req.calls_in_reasoning and self.req.tool_names:
+            accept = known_calls(self.req.tool_names)
+            probes = [(guards, Check(self.section(with_start), accept=accept))
+                      for guards, with_start in ((tool_guards(self.ts), True), (call_guards(self.ts), False)) if guards]
+            if probes:
+                return TextUntilCall("reasoning", stops, probes, "reasoning was not closed before a tool call")
         return Capture("reasoning", Until(stops))
 
     def after_reasoning(self) -> Parser:
@@ -180,9 +184,9 @@ class _Builder:
         ends = [x for x in (analysis.end_of_turn, analysis.final_suffix) if x.strip()]
         inner_stops = ([cend] if cend else []) + tool_stops(self.ts, self.req.tools_enabled) + \
             [Marker.stop(x) for x in ends]
-        seq = [cstart, Capture("content", Until(inner_stops))] + \
+        self.inside_content = [Capture("content", Until(inner_stops))] + \
             ([Opt(cend, tuple(g for g in cend.first() if g))] if cend else [])
-        self.add(tuple(g for g in cstart.first() if g), Seq(*seq), cstart)
+        self.add(tuple(g for g in cstart.first() if g), Seq(cstart, *self.inside_content), cstart)
 
     def section(self, with_start: bool = True) -> Parser:
         """The tool section for this request (a call left open also ends with the turn)."""
@@ -280,6 +284,8 @@ class _Builder:
         body: Parser = Segments(self.alts, self.stops, tail=blank_end)
         if bare is not None:
             body = Seq(bare, body)
+        if self.req.open_content and self.inside_content:
+            return Seq(*self.inside_content, body)
         if self.req.mode == ReasoningMode.FORCED_OPEN and self.end_m is not None:
             return self.forced_open(body)
         if analysis.message_prefix:  # whitespace the template writes first: the turn's, not content
@@ -289,9 +295,10 @@ class _Builder:
 
 def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, tools_enabled: bool,
                           parallel: bool, tool_names: frozenset[str] | None = None,
-                          calls_in_reasoning: bool = True) -> Parser:
+                          calls_in_reasoning: bool = True, open_content: bool = False) -> Parser:
     """The parser of a whole message for one request shape."""
-    return _Builder(analysis, Request(mode, tools_enabled, parallel, tool_names, calls_in_reasoning)).build()
+    return _Builder(analysis, Request(mode, tools_enabled, parallel, tool_names, calls_in_reasoning,
+                                      open_content)).build()
 
 
 def _recipient_grammar(analysis: TemplateAnalysis, stops: list[Marker]) -> Parser:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 from analyzer.structures import ReasoningMode, TemplateAnalysis
 
-from .parser import MessageParser, thinking_setting
+from .parser import MessageParser
+from .state import thinking_setting
 
 
 @dataclass
@@ -23,6 +24,8 @@ class ChatParams:
     thinking_forced_open: bool = False
     # variables to pass to the chat template so that the prompt is the one this parser expects
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    # where the parser assumes the output starts, and why (a thinking setting, or the prompt)
+    start: dict[str, Any] = field(default_factory=dict)
 
     @property
     def lark_grammar(self) -> str | None:
@@ -39,17 +42,23 @@ class ChatParams:
     def to_dict(self) -> dict[str, Any]:
         """Everything but the parser, as plain data (what a server configures)."""
         return {"generation_prompt": self.generation_prompt, "chat_template_kwargs": self.chat_template_kwargs,
-                "thinking_forced_open": self.thinking_forced_open, "grammar": self.grammar,
+                "start": self.start, "thinking_forced_open": self.thinking_forced_open, "grammar": self.grammar,
                 "grammar_lazy": self.grammar_lazy, "grammar_triggers": self.grammar_triggers,
                 "preserved_tokens": self.preserved_tokens}
 
 
-def generate_parser(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]] | None = None,
-                    tool_choice: str = "auto", parallel_tool_calls: bool = True,
-                    enable_thinking: bool = True) -> ChatParams:
+def generate_parser(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, Any]] | None = None,
+                    tool_choice: Literal["auto", "required", "none"] = "auto", parallel_tool_calls: bool = True,
+                    enable_thinking: bool | None = None, prompt: str | None = None,
+                    calls_in_reasoning: bool = True) -> ChatParams:
     """Build the parser (and, with tools, the grammar and triggers) for one request shape.
 
-    ``tool_choice``: "auto", "required" or "none". Example::
+    ``enable_thinking``: None means the template's own default (a prompt rendered with no
+    kwargs); ``prompt``: the prompt the server rendered (or its tail), whose end then says where
+    the output starts (reasoning opened or closed, content opened) whatever the setting;
+    ``calls_in_reasoning``: an unclosed reasoning block ends at a well-formed call to a known
+    tool (reported in ``parse_warnings``). ``ChatParams.start`` says what the parser assumed.
+    Example::
 
         >>> from analyzer import analyze_template
         >>> params = generate_parser(analyze_template("templates/chatml-think.jinja"))
@@ -59,12 +68,13 @@ def generate_parser(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any
     if tool_choice not in ("auto", "required", "none"):
         raise ValueError(f"tool_choice must be 'auto', 'required' or 'none', not {tool_choice!r}")
     parser = MessageParser(analysis, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
-                           enable_thinking=enable_thinking)
+                           enable_thinking=enable_thinking, prompt=prompt, calls_in_reasoning=calls_in_reasoning)
     setting = thinking_setting(analysis, enable_thinking)
-    prompt = setting.generation_prompt if setting is not None else analysis.generation_prompt
-    params = ChatParams(parser=parser, generation_prompt=prompt,
+    generation_prompt = setting.generation_prompt if setting is not None else analysis.generation_prompt
+    params = ChatParams(parser=parser, generation_prompt=generation_prompt,
                         thinking_forced_open=parser.mode == ReasoningMode.FORCED_OPEN,
-                        chat_template_kwargs=setting.kwargs_dict if setting is not None else {})
+                        chat_template_kwargs=setting.kwargs_dict if setting is not None else {},
+                        start=parser.state.to_dict())
     from .gbnf import attach_grammar
     attach_grammar(params, analysis, tools, tool_choice, parallel_tool_calls)
     return params

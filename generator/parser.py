@@ -14,13 +14,14 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from analyzer.errors import ParseError
-from analyzer.structures import ReasoningMode, TemplateAnalysis, ToolCallStructure
+from analyzer.structures import TemplateAnalysis, ToolCallStructure
 
 from .assemble import FIELD, Assembler, CallState
 from .message import build_message_grammar
+from .state import StartState, start_state
 from .peg import FAIL, Parser, Session
 
 
@@ -196,42 +197,66 @@ class MessageParser:
     """
 
     def __init__(self, analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, Any]] | None = None,
-                 tool_choice: str = "auto", parallel_tool_calls: bool = True, enable_thinking: bool = True,
-                 mode: ReasoningMode | None = None) -> None:
+                 tool_choice: str = "auto", parallel_tool_calls: bool = True, enable_thinking: bool | None = None,
+                 prompt: str | None = None, calls_in_reasoning: bool = True) -> None:
         self.analysis = analysis
         self.tools = {t.get("function", t)["name"]: t.get("function", t) for t in (tools or [])}
-        self.mode = mode if mode is not None else reasoning_mode_for(analysis, enable_thinking)
+        self.state = start_state(analysis, enable_thinking=enable_thinking, prompt=prompt)
+        self.mode = self.state.mode
         self.tools_enabled = tool_choice != "none"
         self.parallel = parallel_tool_calls and analysis.tool_call_structure.supports_parallel
-        self.grammar = build_message_grammar(analysis, mode=self.mode, tools_enabled=self.tools_enabled,
-                                             parallel=self.parallel,
-                                             tool_names=frozenset(self.tools) if self.tools else None)
+        self._calls_in_reasoning = calls_in_reasoning
+        self.grammar = self._grammar(self.state)
+        # the prompt ends with the start of a marker: the grammar for an output that completes it
+        self.completed = self._grammar(self.state.completed) if self.state.completed is not None else None
 
-    def stream(self, *, strict: bool = False) -> MessageStream:
-        return MessageStream(self.grammar, self.analysis.tool_call_structure, self.tools, strict)
+    def _grammar(self, state: StartState) -> Parser:
+        return build_message_grammar(self.analysis, mode=state.mode, tools_enabled=self.tools_enabled,
+                                     parallel=self.parallel, tool_names=frozenset(self.tools) if self.tools else None,
+                                     calls_in_reasoning=self._calls_in_reasoning, open_content=state.open_content)
+
+    def _stream(self, grammar: Parser, strict: bool) -> MessageStream:
+        return MessageStream(grammar, self.analysis.tool_call_structure, self.tools, strict)
+
+    def stream(self, *, strict: bool = False) -> MessageStream | CompletingStream:
+        """An incremental parser: ``feed(chunk) -> events``, ``finish() -> (message, events)``."""
+        if self.completed is None:
+            return self._stream(self.grammar, strict)
+        return CompletingStream(self.state.completion, lambda done: self._stream(
+            self.completed if done else self.grammar, strict))
 
     def parse(self, text: str, *, strict: bool = False) -> dict[str, Any]:
         """The message in ``text`` (raises ParseError only when ``strict``)."""
-        return self.stream(strict=strict).whole(text)
+        if self.completed is not None and text.startswith(self.state.completion):
+            return self._stream(self.completed, strict).whole(text[len(self.state.completion):])
+        return self._stream(self.grammar, strict).whole(text)
 
 
-def thinking_setting(analysis: TemplateAnalysis, enable_thinking: bool):
-    """The analysis' thinking setting for a request: on → the setting the analysis found to let
-    the model reason; off → ``enable_thinking=false`` if the template honours it, else another
-    control's off value (``reasoning=false``, ``reasoning_effort="none"``)."""
-    settings = list(analysis.thinking_settings)
-    if not settings:
-        return None
-    if enable_thinking:
-        on = [x for x in settings if x.generation_prompt == analysis.generation_prompt_thinking]
-        return on[0] if on else (analysis.setting("enable_thinking=true") or settings[0])
-    off = analysis.setting("enable_thinking=false")
-    quiet = (ReasoningMode.DISABLED, ReasoningMode.NONE)
-    if off is not None and off.reasoning_mode in quiet:
-        return off
-    return next((x for x in settings if x.reasoning_mode in quiet), off or settings[0])
+class CompletingStream:
+    """A stream whose output may start by completing a marker the prompt ended with: the first
+    characters decide (and, when they complete it, are not the output's text)."""
 
+    def __init__(self, completion: str, make: Callable[[bool], MessageStream]) -> None:
+        self.completion = completion
+        self.make = make
+        self.head = ""
+        self.inner: MessageStream | None = None
 
-def reasoning_mode_for(analysis: TemplateAnalysis, enable_thinking: bool) -> ReasoningMode:
-    s = thinking_setting(analysis, enable_thinking)
-    return s.reasoning_mode if s is not None else analysis.content_structure.reasoning_mode
+    def _decide(self, done: bool) -> list[dict[str, Any]]:
+        self.inner = self.make(done)
+        rest = self.head[len(self.completion):] if done else self.head
+        return self.inner.feed(rest) if rest else []
+
+    def feed(self, chunk: str) -> list[dict[str, Any]]:
+        if self.inner is not None:
+            return self.inner.feed(chunk)
+        self.head += chunk
+        if len(self.head) < len(self.completion) and self.completion.startswith(self.head):
+            return []  # not decided yet
+        return self._decide(self.head.startswith(self.completion))
+
+    def finish(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        out = self._decide(False) if self.inner is None else []
+        assert self.inner is not None
+        message, events = self.inner.finish()
+        return message, out + events

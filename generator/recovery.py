@@ -214,15 +214,16 @@ class Closer(Parser):
 
 class TextUntilCall(Parser):
     """Text of region ``tag`` up to the first of ``stops``, or up to where a well-formed call
-    starts (``call`` succeeds at one of ``guards``): a block the model never closed ends at a
-    call it writes after it. The call is not read here (the caller reads it next); a warning
-    event says the block was not closed. A guard where no call follows is text."""
+    starts (a probe's parser succeeds at one of its guards): a block the model never closed
+    ends at a call it writes after it. The call is not read here (the caller reads it next); a
+    warning event says the block was not closed. A guard where no call follows is text."""
 
-    def __init__(self, tag: str, stops: Sequence[Marker], guards: Sequence[str], call: Parser, warning: str) -> None:
-        self.guards = tuple(g for g in guards if g)
+    def __init__(self, tag: str, stops: Sequence[Marker], probes: Sequence[tuple[Sequence[str], Parser]],
+                 warning: str) -> None:
+        self.probes = [(tuple(g for g in guards if g), p) for guards, p in probes]
+        self.guards = tuple(g for guards, _ in self.probes for g in guards)
         self.text = Capture(tag, Until(list(stops) + [Marker(g).loose(after=False) for g in self.guards]))
         self.tag = tag
-        self.check = call
         self.warning = warning
 
     def run(self, inp: Input, pos: int) -> Run:
@@ -233,11 +234,14 @@ class TextUntilCall(Parser):
             hit = yield from _guard_at(inp, at, self.guards)
             if hit is None:
                 return pos
-            r = self.check.fast(inp, at)
-            end = (yield from self.check.run(inp, at)) if r == SLOW else r
-            if end != FAIL:
-                inp.events.append(("warning", self.warning))
-                return pos
+            for guards, check in self.probes:
+                if hit not in guards:
+                    continue
+                r = check.fast(inp, at)
+                end = (yield from check.run(inp, at)) if r == SLOW else r
+                if end != FAIL:
+                    inp.events.append(("warning", self.warning))
+                    return pos
             inp.events += [("open", self.tag), ("chunk", self.tag, inp.get(pos, at + len(hit))), ("close", self.tag)]
             inp.chunks += 1
             inp.chunk_pos = pos = at + len(hit)

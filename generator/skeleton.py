@@ -238,7 +238,8 @@ class TaggedArgs:
         self.closers = tuple(closers) or ((after[0].core,) if after else ())  # what follows the arguments
         opener = first_piece(ts.arg_parts[0].text) if ts.arg_parts and ts.arg_parts[0].kind == "lit" else ""
         self.next_unit = [Marker(opener, "", "", True)] if opener else []
-        self.skeleton = _Skeleton(ts.arg_parts, list(after))
+        # (a value that runs into what follows the arguments leaves its trailing whitespace to it)
+        self.skeleton = _Skeleton(ts.arg_parts, [m.loose(after=False) for m in after])
         self.after = list(after)
 
     def unit(self) -> Parser:

@@ -189,6 +189,14 @@ def unwrap_cdata(raw: str) -> str:
     return raw
 
 
+def unterminated(raw: str, fmt: ValueFormat) -> str | None:
+    """The text of a string value cut off before its closing quote (None if ``raw`` is not one)."""
+    for q_open, q_close in [(fmt.str_open, fmt.str_close), ("'", "'"), ('"', '"')]:
+        if q_open and raw.startswith(q_open) and not raw[len(q_open):].endswith(q_close):
+            return raw[len(q_open):]
+    return None
+
+
 def typed_json(raw: str, schema: dict[str, Any] | None, fmt: ValueFormat | None = None) -> str:
     """JSON text for a raw tagged value, typed by the parameter's schema: strings stay strings;
     numbers, booleans, arrays and objects are read as JSON (or the template's own format)."""
@@ -260,8 +268,10 @@ class LiteralValue(Parser):
                     while True:
                         k = inp.find(q_close, j)
                         if k < 0:
-                            if inp.eof:
-                                return inp.fail(pos, "unterminated string")
+                            if inp.eof:  # cut off inside the string: every character is kept
+                                inp.events.append(("error", pos, "output ends inside a string value"))
+                                inp.emit(inp.tag(self.tag), inp.get(start, inp.end), inp.end)
+                                return inp.end
                             if not self.backslash:  # only the tail may still hold the closer
                                 j = max(j, inp.end - len(q_close) + 1)
                             yield NEED

@@ -305,7 +305,7 @@ def examine(entry: Entry, timings: dict[str, float]) -> dict[str, Any]:
     params_by_setting: dict[bool, Any] = {}
     try:
         t0 = time.perf_counter()
-        params_by_setting[True] = generate_parser(analysis, tools=RT_TOOLS) if with_tools else generate_parser(analysis)
+        params_by_setting[True] = generate_parser(analysis, tools=RT_TOOLS if with_tools else None, enable_thinking=True)
         timings["generation_ms"] = (time.perf_counter() - t0) * 1000
         if with_tools:  # fixed points of plain tool calls render with thinking off first
             params_by_setting[False] = generate_parser(analysis, tools=RT_TOOLS, enable_thinking=False)

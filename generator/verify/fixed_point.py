@@ -29,7 +29,7 @@ from analyzer.prober import Prober
 from analyzer.structures import ReasoningMode, TemplateAnalysis
 
 from ..params import generate_parser
-from ..parser import thinking_setting
+from ..state import thinking_setting
 
 # Described and typed the way real tool definitions are: some templates print every parameter's
 # description and item type unguarded.

@@ -1,0 +1,173 @@
+"""The parser on what models actually write (issue cases, each on the corpus template named):
+state from the real prompt, the template's default thinking setting, lenient reading of
+generic deviations, precision (prose is never a call), truncation (nothing lost). Fast: each
+test builds one or two parsers."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from analyzer import analyze_template
+from corpus_fixtures import session_corpus
+from generator import generate_parser
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string"}, "days": {"type": "integer"}, "tags": {"type": "array"}}, "required": ["city"]}}},
+         {"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {
+             "query": {"type": "string"}}}}}]
+
+
+@lru_cache(maxsize=None)
+def analysis(name: str):
+    return analyze_template(Path(session_corpus()) / name)
+
+
+def parse(name: str, text: str, **kwargs) -> dict:
+    kwargs.setdefault("tools", TOOLS)
+    parser = generate_parser(analysis(name), **kwargs).parser
+    message = parser.parse(text)
+    stream = parser.stream()
+    for i in range(0, len(text), 3):
+        stream.feed(text[i:i + 3])
+    assert stream.finish()[0] == message, "streaming differs from one-shot"
+    return message
+
+
+def calls(message: dict) -> list[tuple[str, object]]:
+    return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message.get("tool_calls") or []]
+
+
+QWEN_THINKING = "extra/Qwen-Qwen3-4B-Thinking-2507.jinja"
+DEEPSEEK_V31 = "llama.cpp/deepseek-ai-DeepSeek-V3.1.jinja"
+LLAMA32 = "llama.cpp/meta-llama-Llama-3.2-3B-Instruct.jinja"
+
+
+# --------------------------------------------------------------------------- start state
+
+def test_reasoning_start_written_again_after_the_prompt_opened_it():
+    m = parse(QWEN_THINKING, "<think>\nhmm\n</think>\n\nHi")
+    assert (m["reasoning_content"], m["content"]) == ("hmm", "Hi")
+
+
+def test_the_templates_default_setting_when_no_kwargs_are_passed():
+    # DeepSeek V3.1 closes reasoning in its prompt unless thinking is asked for
+    assert parse(DEEPSEEK_V31, "Hello there")["content"] == "Hello there"
+    assert parse(DEEPSEEK_V31, "Hello there", enable_thinking=True)["reasoning_content"] == "Hello there"
+    params = generate_parser(analysis(DEEPSEEK_V31))
+    assert params.start["source"] == "setting:default" and params.chat_template_kwargs == {}
+
+
+@pytest.mark.parametrize("prompt, text, reasoning, content", [
+    ("<｜Assistant｜><think>", "hmm</think>Hi", "hmm", "Hi"),                # reasoning opened
+    ("<｜Assistant｜><think></think>", "Hi", None, "Hi"),                    # closed
+    ("<｜Assistant｜><thi", "nk>hmm</think>Hi", "hmm", "Hi"),                 # a marker cut in the middle
+])
+def test_state_from_the_real_prompt(prompt, text, reasoning, content):
+    m = parse(DEEPSEEK_V31, text, prompt=prompt)
+    assert (m["reasoning_content"], m["content"]) == (reasoning, content)
+
+
+def test_a_cut_marker_the_output_does_not_complete_is_not_output():
+    m = parse(DEEPSEEK_V31, "ought about it", prompt="<｜Assistant｜><thi")
+    assert m["content"] == "ought about it"
+
+
+# --------------------------------------------------------------------------- reasoning
+
+def test_a_call_after_reasoning_that_was_never_closed():
+    text = 'hmm\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    m = parse(QWEN_THINKING, text)
+    assert m["reasoning_content"] == "hmm" and calls(m) == [("get_weather", {"city": "Paris"})]
+    assert m["parse_warnings"] == ["reasoning was not closed before a tool call"]
+    off = parse(QWEN_THINKING, text, calls_in_reasoning=False)
+    assert "tool_calls" not in off and "<tool_call>" in off["reasoning_content"]
+
+
+def test_marker_text_in_reasoning_that_is_not_a_call_stays_reasoning():
+    m = parse(QWEN_THINKING, "I could write <tool_call> here.\n</think>\n\nHi")
+    assert m["reasoning_content"] == "I could write <tool_call> here." and "tool_calls" not in m
+
+
+# --------------------------------------------------------------------------- calls
+
+@pytest.mark.parametrize("name, text", [
+    ("llama.cpp/mistralai-Mistral-Nemo-Instruct-2407.jinja",
+     '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}]'),
+    ("llama.cpp/mistralai-Mistral-Nemo-Instruct-2407.jinja", '[TOOL_CALLS]{"name": "get_weather", "arguments": '
+                                                             '{"city": "Paris"}}'),
+    ("llama.cpp/NVIDIA-Nemotron-Nano-v2.jinja",
+     '</think><TOOLCALL>\n[{"name": "get_weather", "arguments": {"city": "Paris"}}]</TOOLCALL>'),
+    ("llama.cpp/unsloth-Apriel-1.5.jinja", '<tool_calls>\n{"name": "get_weather", "parameters": {"city": "Paris"}}'
+                                           '</tool_calls>'),
+    ("llama.cpp/Qwen3.5-4B.jinja", '<tool_call>\n  <function=get_weather>\n  <parameter=city>\nParis\n'
+                                   '  </parameter>\n  </function>\n</tool_call>'),
+    ("llama.cpp/Qwen3.5-4B.jinja", '<function=get_weather>\n<parameter=city>\nParis\n</function>'),
+    ("llama.cpp/Kimi-K2-Instruct.jinja", '<|tool_calls_section_begin|><|tool_call_begin|>get_weather:0'
+                                         '<|tool_call_argument_begin|>{"city": "Paris"}<|tool_calls_section_end|>'),
+])
+def test_generic_deviations_give_the_call(name, text):
+    assert calls(parse(name, text)) == [("get_weather", {"city": "Paris"})]
+
+
+def test_two_calls_in_one_deepseek_section_and_in_two_sections():
+    call = "<｜tool▁call▁begin｜>{}<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+    one = call.format("get_weather", '{"city": "Paris"}') + call.format("search", '{"query": "x"}')
+    both = [("get_weather", {"city": "Paris"}), ("search", {"query": "x"})]
+    assert calls(parse(DEEPSEEK_V31, "<｜tool▁calls▁begin｜>" + one + "<｜tool▁calls▁end｜>")) == both
+    two = "".join(f"<｜tool▁calls▁begin｜>{c}<｜tool▁calls▁end｜>" for c in
+                  (call.format("get_weather", '{"city": "Paris"}'), call.format("search", '{"query": "x"}')))
+    assert calls(parse(DEEPSEEK_V31, two)) == both
+
+
+@pytest.mark.parametrize("text", [
+    "[get_weather(city='Paris', days=3, tags=['a', 'b']), search(query=\"x, y\")]",
+    "[get_weather(city=\"Paris\", days=3, tags=[\"a\", \"b\"]), search(query='''x, y''')]",
+])
+def test_pythonic_calls_with_python_quoting(text):
+    m = parse("extra/baseten-Llama-3.2-3B-Instruct-pythonic.jinja", text)
+    assert calls(m) == [("get_weather", {"city": "Paris", "days": 3, "tags": ["a", "b"]}), ("search", {"query": "x, y"})]
+
+
+# --------------------------------------------------------------------------- precision
+
+@pytest.mark.parametrize("tools", [TOOLS, None])
+def test_json_in_prose_is_never_a_call(tools):
+    text = 'In JSON, an object looks like {"name": "Alice", "age": 3}.'
+    m = parse(LLAMA32, text, tools=tools)
+    assert m["content"] == text and "tool_calls" not in m
+
+
+def test_bare_json_is_a_call_only_to_a_tool_of_the_request():
+    assert calls(parse(LLAMA32, '{"name": "get_weather", "parameters": {"city": "Paris"}}')) == [
+        ("get_weather", {"city": "Paris"})]
+    m = parse(LLAMA32, '{"name": "Alice", "parameters": {}}')
+    assert m["content"] == '{"name": "Alice", "parameters": {}}' and "tool_calls" not in m
+
+
+def test_a_fenced_code_block_showing_a_call_stays_content():
+    text = 'Like this:\n```\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n```\n'
+    m = parse("llama.cpp/Qwen-Qwen2.5-7B-Instruct.jinja", text)
+    assert m["content"] == text and "tool_calls" not in m
+
+
+# --------------------------------------------------------------------------- truncation, long outputs
+
+def test_a_truncated_argument_value_keeps_its_text():
+    m = parse("llama.cpp/google-gemma-4-31B-it.jinja", '<|tool_call>call:get_weather{city:<|"|>London')
+    assert calls(m) == [("get_weather", {"city": "London"})] and "parse_error" in m
+
+
+def test_long_tagged_outputs_stream_in_small_chunks():
+    """24 GLM calls in 8-character chunks (the stream once raised inside the input buffer)."""
+    one = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"
+    text = "\n".join([one] * 24)
+    parser = generate_parser(analysis("llama.cpp/GLM-4.6.jinja"), tools=TOOLS).parser
+    stream = parser.stream()
+    for i in range(0, len(text), 8):
+        stream.feed(text[i:i + 8])
+    message = stream.finish()[0]
+    assert len(message["tool_calls"]) == 24 and message == parser.parse(text)
