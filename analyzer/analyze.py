@@ -88,7 +88,9 @@ def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "ji
         notes.append("no tokenizer config: bos/eos stand-ins "
                      f"{loaded.special_tokens.get('bos_token')!r}, {loaded.special_tokens.get('eos_token')!r} were used")
     cs = ContentStructure(
-        reasoning_mode=thinking_mode,
+        # the headline is the template's own default (a prompt rendered with no kwargs); the mode
+        # under each setting is in thinking_settings
+        reasoning_mode=modes[0][1] if modes else thinking_mode,
         reasoning_start=reasoning.start if reasoning else "",
         reasoning_end=reasoning.end if reasoning else "",
         content_mode=content.mode,

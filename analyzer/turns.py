@@ -18,6 +18,7 @@ from typing import Any
 from . import probes as P
 from .caps import _info
 from .diff import common_prefix_len
+from .markers import is_closing, is_marker, tokenize
 from .errors import AnalysisError
 from .prober import Prober
 from .structures import Caps
@@ -98,7 +99,8 @@ def probe_turns(prober: Prober, caps: Caps) -> Turns:
                                     + (f" ({why.kind}: {why.error})" if why else ""),
                                     template=prober.template.name, probe=probe)
             continue
-        settings.append(SettingRender(name, tuple(kwargs.items()), full[common_prefix_len(plain, full, tokens=True):]))
+        prompt = full[common_prefix_len(plain, full, tokens=True):] or _always_written_header(full)
+        settings.append(SettingRender(name, tuple(kwargs.items()), prompt))
     nogen = prober.render("prompt[default]", base) or ""
     rendered = prober.render("assistant_content", base + [P.assistant(P.CONTENT)])
     if rendered is None or P.CONTENT not in rendered[common_prefix_len(nogen, rendered):]:
@@ -114,6 +116,28 @@ def probe_turns(prober: Prober, caps: Caps) -> Turns:
                  header=message[:header_len], before_content=message[header_len:c],
                  after_content=message[c + len(P.CONTENT):],
                  between_turns=_between_turns(prober, base, nogen))
+
+
+def _always_written_header(rendered: str) -> str:
+    """The assistant header a template writes after every conversation, whatever
+    ``add_generation_prompt`` says (its generation prompt is then empty): the text after the last
+    user message from the marker that also opens the user's turn (the first marker after the
+    previous turn's closer) on. "" when there is none.
+
+    Example::
+
+        >>> _always_written_header("<|end|><|turn|>user<|sep|>Userq7needle<|end|><|turn|>bot<|sep|><|think|><|/think|>")
+        '<|turn|>bot<|sep|><|think|><|/think|>'
+    """
+    u = rendered.rfind(P.USER)
+    if u < 0:
+        return ""
+    before = list(tokenize(rendered[:u]))
+    closer = max((i for i, t in enumerate(before) if is_marker(t) and is_closing(t)), default=-1)
+    opener = next((t for t in before[closer + 1:] if is_marker(t)), "")
+    tail = rendered[u + len(P.USER):]
+    i = tail.find(opener) if opener else -1
+    return tail[i:] if i > 0 else ""
 
 
 def _between_turns(prober: Prober, base: list[dict[str, Any]], nogen: str) -> str | None:

@@ -22,10 +22,11 @@ THINK_FLAG = ("thinking is switched by /think and /no_think inside the system me
 
 KNOWN: dict[str, dict[str, str]] = {
     "llama.cpp/CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": dict.fromkeys(
-        ("tool_call", "parallel_tool_calls", "tricky_arguments", "empty_arguments"),
-        "the template appends the chatbot header and an empty thinking block after every conversation, "
-        "ignoring add_generation_prompt; the analysis finds no generation prompt and reads the whole "
-        "output as forced-open reasoning (our limitation)"),
+        ("content", "reasoning+content", "reasoning+tool_calls"),
+        "the template writes an assistant header after every conversation, whatever add_generation_prompt "
+        "says, and a shorter one (no empty thinking block) with thinking on: the rendered turn ends with that "
+        "header, which the analysis (learning the end of the turn under the default setting) reads as content; "
+        "with thinking on, the reasoning opener the template writes is taken for the prompt's"),
     "extra/microsoft-OptiMind-SFT.jinja": {
         "content+tool_calls": "with thinking off the template writes content before a call on the analysis "
                               "channel (`<|channel|>analysis<|message|>...<|end|>`), which the parser built "
