@@ -17,11 +17,11 @@ from .content import detect_content
 from .errors import AnalysisError, RenderError, TemplateError
 from .load import LoadedTemplate, load_template
 from .prober import Prober
-from .reasoning import detect_reasoning, settings_modes
+from .reasoning import detect_reasoning, mode_for, settings_modes
 from .render import DEFAULT_LIMITS, RenderLimits, compile_error
 from .structures import ContentStructure, ReasoningMode, TemplateAnalysis, ThinkingSetting
 from .tools import analyze_tools
-from .turns import probe_turns
+from .turns import SettingRender, probe_turns
 
 THINKING_ON = ("enable_thinking=true",)
 
@@ -48,6 +48,15 @@ def _strip_reasoning_tail(header: str, reasoning) -> str:
         if marker and header.rstrip().endswith(marker):
             header = header.rstrip()[:-len(marker)]
     return header
+
+
+def _setting(s: SettingRender, mode: ReasoningMode, reasoning) -> ThinkingSetting:
+    """A setting of the analysis, with its tools variant when tools change the mode."""
+    tools_mode = mode_for(s.prompt_tools, reasoning, s.name) if s.prompt_tools is not None else None
+    differs = tools_mode is not None and tools_mode != mode
+    return ThinkingSetting(name=s.name, kwargs=s.kwargs, generation_prompt=s.prompt, reasoning_mode=mode,
+                           tools_generation_prompt=s.prompt_tools if differs else None,
+                           tools_reasoning_mode=tools_mode if differs else None)
 
 
 def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "jinja2",
@@ -103,8 +112,7 @@ def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "ji
     prompts = {s.prompt for s, _ in modes}
     caps = replace(caps, reasoning_field=reasoning.field if reasoning else "",
                    supports_thinking_toggle=len(prompts) > 1 or len({m for _, m in modes}) > 1)
-    settings = tuple(ThinkingSetting(name=s.name, kwargs=s.kwargs, generation_prompt=s.prompt, reasoning_mode=m)
-                     for s, m in modes)
+    settings = tuple(_setting(s, m, reasoning) for s, m in modes)
     sha = hashlib.sha256(loaded.source.encode("utf-8")).hexdigest()
     return TemplateAnalysis(
         template=loaded.name, sha256=sha, engine=engine, caps=caps, content_structure=cs,

@@ -118,6 +118,15 @@ class ThinkingSetting:
     kwargs: tuple[tuple[str, Any], ...] = ()
     generation_prompt: str = ""
     reasoning_mode: ReasoningMode = ReasoningMode.NONE
+    # a request with tools, when its generation prompt leaves the model in another mode (some
+    # templates close reasoning in the prompt only then); None when it is the same
+    tools_generation_prompt: str | None = None
+    tools_reasoning_mode: ReasoningMode | None = None
+
+    def mode_for(self, with_tools: bool) -> ReasoningMode:
+        """The reasoning mode of a request with or without tools."""
+        return self.tools_reasoning_mode if with_tools and self.tools_reasoning_mode is not None \
+            else self.reasoning_mode
 
     @property
     def kwargs_dict(self) -> dict[str, Any]:

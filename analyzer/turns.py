@@ -31,6 +31,7 @@ class SettingRender:
     name: str
     kwargs: tuple[tuple[str, Any], ...]
     prompt: str  # the generation prompt under this setting
+    prompt_tools: str | None = None  # the same when the request has tools (None: not rendered)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +101,7 @@ def probe_turns(prober: Prober, caps: Caps) -> Turns:
                                     template=prober.template.name, probe=probe)
             continue
         prompt = full[common_prefix_len(plain, full, tokens=True):] or _always_written_header(full)
-        settings.append(SettingRender(name, tuple(kwargs.items()), prompt))
+        settings.append(SettingRender(name, tuple(kwargs.items()), prompt, _tools_prompt(prober, caps, name, kwargs)))
     nogen = prober.render("prompt[default]", base) or ""
     rendered = prober.render("assistant_content", base + [P.assistant(P.CONTENT)])
     if rendered is None or P.CONTENT not in rendered[common_prefix_len(nogen, rendered):]:
@@ -116,6 +117,20 @@ def probe_turns(prober: Prober, caps: Caps) -> Turns:
                  header=message[:header_len], before_content=message[header_len:c],
                  after_content=message[c + len(P.CONTENT):],
                  between_turns=_between_turns(prober, base, nogen))
+
+
+def _tools_prompt(prober: Prober, caps: Caps, name: str, kwargs: dict[str, Any]) -> str | None:
+    """The generation prompt of a request with tools (some templates open or close reasoning
+    only then); None when the template takes no tools or always gets them."""
+    if not caps.supports_tools or caps.requires_tools:
+        return None
+    tools = [P.tool_schema(P.FN_A)]
+    full = prober.render(f"generation_prompt_tools[{name}]", [P.user()], tools=tools, add_generation_prompt=True,
+                         **kwargs)
+    plain = prober.render(f"prompt_tools[{name}]", [P.user()], tools=tools, **kwargs)
+    if full is None or plain is None:
+        return None
+    return full[common_prefix_len(plain, full, tokens=True):] or _always_written_header(full)
 
 
 def _always_written_header(rendered: str) -> str:

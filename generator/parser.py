@@ -201,7 +201,7 @@ class MessageParser:
                  prompt: str | None = None, calls_in_reasoning: bool = True) -> None:
         self.analysis = analysis
         self.tools = {t.get("function", t)["name"]: t.get("function", t) for t in (tools or [])}
-        self.state = start_state(analysis, enable_thinking=enable_thinking, prompt=prompt)
+        self.state = start_state(analysis, enable_thinking=enable_thinking, prompt=prompt, with_tools=bool(self.tools))
         self.mode = self.state.mode
         self.tools_enabled = tool_choice != "none"
         self.parallel = parallel_tool_calls and analysis.tool_call_structure.supports_parallel

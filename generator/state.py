@@ -68,11 +68,12 @@ def thinking_setting(analysis: TemplateAnalysis, enable_thinking: bool | None) -
     return next((x for x in settings if x.reasoning_mode in quiet), off or settings[0])
 
 
-def _setting_state(analysis: TemplateAnalysis, enable_thinking: bool | None) -> StartState:
+def _setting_state(analysis: TemplateAnalysis, enable_thinking: bool | None, with_tools: bool) -> StartState:
     s = thinking_setting(analysis, enable_thinking)
     if s is None:
         return StartState(analysis.content_structure.reasoning_mode)
-    return StartState(s.reasoning_mode, source=f"setting:{s.name}", template_kwargs=s.kwargs_dict)
+    return StartState(s.mode_for(with_tools), source=f"setting:{s.name}" + (" with tools" if with_tools else ""),
+                      template_kwargs=s.kwargs_dict)
 
 
 def _cut_marker(tail: str, markers: list[str]) -> str:
@@ -87,10 +88,11 @@ def _cut_marker(tail: str, markers: list[str]) -> str:
 
 
 def start_state(analysis: TemplateAnalysis, *, enable_thinking: bool | None = None,
-                prompt: str | None = None) -> StartState:
-    """The start state of the output for a request (see the module docstring)."""
+                prompt: str | None = None, with_tools: bool = False) -> StartState:
+    """The start state of the output for a request (see the module docstring); ``with_tools``:
+    the request has tools (some templates write another generation prompt then)."""
     if prompt is None:
-        return _setting_state(analysis, enable_thinking)
+        return _setting_state(analysis, enable_thinking, with_tools)
     cs = analysis.content_structure
     markers = [m for m in (cs.reasoning_start.strip(), cs.reasoning_end.strip(), cs.content_start.strip()) if m]
     lead = _cut_marker(prompt, markers)
@@ -106,7 +108,7 @@ def _prompt_state(analysis: TemplateAnalysis, prompt: str, enable_thinking: bool
     start, end = cs.reasoning_start.strip(), cs.reasoning_end.strip()
     content = cs.content_start.strip()
     tail = prompt.rstrip()
-    setting = _setting_state(analysis, enable_thinking)
+    setting = _setting_state(analysis, enable_thinking, False)
     matches = [s for s in analysis.thinking_settings if s.generation_prompt.strip() and
                tail.endswith(s.generation_prompt.rstrip())]
     if end and tail.endswith(end) and not (start and tail.endswith(start) and len(start) > len(end)):

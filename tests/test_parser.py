@@ -171,3 +171,16 @@ def test_long_tagged_outputs_stream_in_small_chunks():
         stream.feed(text[i:i + 8])
     message = stream.finish()[0]
     assert len(message["tool_calls"]) == 24 and message == parser.parse(text)
+
+
+def test_a_generation_prompt_that_depends_on_tools():
+    """The template closes reasoning in the prompt only when the request has tools."""
+    from analyzer import from_string
+    src = ("{%- if tools %}<|system|>Tools: {{ tools | tojson }}<|end|>{% endif -%}"
+           "{%- for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>{% endfor -%}"
+           "{%- if add_generation_prompt %}<|assistant|><think>{% if tools %}</think>{% endif %}{% endif %}")
+    a = analyze_template(from_string(src))
+    assert generate_parser(a).parser.parse("hello")["reasoning_content"] == "hello"
+    with_tools = generate_parser(a, tools=TOOLS)
+    assert with_tools.parser.parse("hello")["content"] == "hello"
+    assert with_tools.start["reasoning_mode"] == "REASONING_DISABLED"
