@@ -56,6 +56,92 @@ def _json_call(start: str, end: str, name_field: str, args_field: str, array: bo
                                           "the syntax was read from its instructions"),))
 
 
+# Placeholders an instruction writes where a call's name, an argument's name and its value go
+# ("function_name", "$TOOL_NAME", "example_parameter_1", "$PARAMETER_VALUE", ...).
+_NAME_SLOT = re.compile(r"\$[A-Z_]*(?:TOOL|FUNC)[A-Z_]*NAME\d*|\b[a-z_]*(?:function|tool)[a-z_]*_name\b")
+_KEY_SLOT = re.compile(r"\$[A-Z_]*(?:PARAM|ARG)[A-Z_]*NAME\d*|\b[a-z_]*(?:param|arg)[a-z_]*(?:_name|_\d+)\b")
+_VALUE_SLOT = re.compile(r"\$[A-Z_]*VALUE\d*|\b[a-z_]*value(?:_\d+)?\b")
+
+
+def _slot(pattern: re.Pattern[str], text: str, start: int = 0) -> re.Match[str] | None:
+    """The first placeholder ``pattern`` finds from ``start`` that is not a tag's own name."""
+    for m in pattern.finditer(text, start):
+        if text[max(0, m.start() - 2):m.start()][-1:] != "<" and text[max(0, m.start() - 2):m.start()] != "</":
+            return m
+    return None
+
+
+def _either(text: str) -> Part:
+    """A literal that shows two spellings (``string="true|false"``): the first for strings, the
+    second for other values (a typed literal)."""
+    m = re.search(r"(\w+)\|(\w+)", text)
+    if m is None:
+        return Part("lit", text)
+    first, second = text[:m.start()] + m.group(1) + text[m.end():], text[:m.start()] + m.group(2) + text[m.end():]
+    return Part("typed", by_type=(("string", first), ("other", second)))
+
+
+def _tag_end(text: str, i: int) -> int:
+    """Just past the tag that starts at or after ``i`` (its ``>``)."""
+    j = text.find("<", i)
+    k = text.find(">", j) if j >= 0 else -1
+    return k + 1 if k >= 0 else -1
+
+
+def read_tagged(opener: str, inner: str, closer: str) -> ToolCallStructure | None:
+    r"""A tagged call syntax shown by example between ``opener`` and ``closer`` (placeholders
+    where the name, an argument's name and its value go), or None.
+
+    Example::
+
+        >>> ts = read_tagged("<tool_call>", "function_name\n<arg_key>parameter_name</arg_key>\n"
+        ...                  "<arg_value>parameter_value</arg_value>\n", "</tool_call>")
+        >>> [p.text for p in ts.arg_parts if p.kind == "lit"]
+        ['<arg_key>', '</arg_key>\n<arg_value>', '</arg_value>']
+    """
+    name = _slot(_NAME_SLOT, inner)
+    key = _slot(_KEY_SLOT, inner, name.end()) if name else None
+    value = _slot(_VALUE_SLOT, inner, key.end()) if key else None
+    if value is None:
+        return None
+    unit_start = inner.rfind("<", name.end(), key.start())
+    unit_end = _tag_end(inner, value.end())
+    if unit_start < 0 or unit_end < 0:
+        return None
+    name_tag = inner.rfind("<", 0, name.start())  # the tag the name is written in, if any
+    in_tag = name_tag >= 0 and inner.find(">", name_tag) > name.start()
+    rest = inner[unit_end:]
+    if in_tag:  # <invoke name="$TOOL_NAME"> ... </invoke>: the call is that tag; the block a section
+        tag = tokenize(inner[name_tag:])[0]
+        close = next((t for t in tokenize(rest) if is_marker(t) and is_closing(t) and pairs(tag, t)), "")
+        if not close:
+            return None
+        tail = rest[:rest.find(close) + len(close)]
+        tail = tail[len(tail) - len(close) - (len(tail[:-len(close)]) - len(tail[:-len(close)].rstrip())):]
+        several = _NAME_SLOT.search(inner, unit_end) is not None
+        call_head = inner[name_tag:name.start()] if several else opener + inner[:name.start()]
+        call_tail = tail if several else tail + inner[inner.rfind(close) + len(close):] + closer
+        head = opener + inner[:name_tag]
+        section = (head[head.rfind(opener):], inner[inner.rfind(close) + len(close):] + closer) if several \
+            else ("", "")
+    else:  # <tool_call>function_name ... </tool_call>: the block is the call
+        call_head = opener + inner[:name.start()]
+        call_tail = inner[len(inner.rstrip()):] + closer
+        section = ("", "")
+    sep = re.match(r"\s*", rest).group(0)
+    call = (Part("lit", call_head), Part("name"), Part("lit", inner[name.end():unit_start]), Part("args"),
+            Part("lit", call_tail))
+    unit = (Part("lit", inner[unit_start:key.start()]), Part("key"), _either(inner[key.end():value.start()]),
+            Part("value"), Part("lit", inner[value.end():unit_end]))
+    return ToolCallStructure(
+        supports_tools=True, source="instructions", function_format=FunctionFormat.TAG_WITH_NAME,
+        argument_format=ArgumentFormat.TAGGED, tool_section_start=section[0], tool_section_end=section[1],
+        call_parts=call, args_mode="tagged", arg_parts=unit, arg_separator=sep, call_separator="\n",
+        value_formats=(("string", ValueFormat(raw_strings=True)),), args_format=ValueFormat(), supports_parallel=True,
+        reason="tool calls are not rendered by the template; syntax read from its instructions (tagged example)",
+        unverified=(("all", "the syntax was read from the template's instructions"),))
+
+
 def read_instructions(text: str) -> ToolCallStructure | None:
     """The call syntax stated in ``text`` (a rendered tools section), or None."""
     toks = tokenize(text)
@@ -76,6 +162,9 @@ def read_instructions(text: str) -> ToolCallStructure | None:
                                       "tool calls are not rendered by the template; syntax read from its "
                                       "instructions (example between markers)",
                                       args_first=keys.index(args) < keys.index(name))
+                tagged = read_tagged(t, inner, toks[j])
+                if tagged is not None:
+                    return tagged
                 break
         # (b) opener "followed by a JSON list"
         rest = "".join(toks[i + 1:i + 40])

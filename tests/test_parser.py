@@ -184,3 +184,10 @@ def test_a_generation_prompt_that_depends_on_tools():
     with_tools = generate_parser(a, tools=TOOLS)
     assert with_tools.parser.parse("hello")["content"] == "hello"
     assert with_tools.start["reasoning_mode"] == "REASONING_DISABLED"
+
+
+def test_a_call_syntax_only_the_instructions_show():
+    """The template never renders a call; its tool instructions show the tagged syntax by example."""
+    m = parse("extra/THUDM-glm-4-9b-chat-vllm_tool_glm4.jinja",
+              "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>")
+    assert calls(m) == [("get_weather", {"city": "Paris"})]
