@@ -20,13 +20,14 @@ reasoning from history.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from . import probes as P
 from .caps import tool_call_messages, tool_forms
 from .diff import common_prefix_len, diff
-from .markers import (REASONING_WORDS, closing_for, is_closing, is_opening, mentions, mirror_split, opening_for,
+from .markers import (CONTENT_WORDS, REASONING_WORDS, closing_for, is_closing, is_opening, mentions, mirror_split, opening_for,
                       pairs, tokenize)
 from .prober import Prober
 from .structures import Caps, ReasoningMode
@@ -352,7 +353,27 @@ def detect_reasoning(prober: Prober, caps: Caps, turns: Turns, info: TemplateInf
     for start, end in _literal_candidates(info):
         if _content_split(prober, start, end) == "stripped":
             return Reasoning(start=start, end=end, source="content_split", kept="none")
-    return _from_adjacent(prober, turns)
+    return _from_adjacent(prober, turns) or _from_instructed_answer(turns, info)
+
+
+# "[BEGIN FINAL RESPONSE]": a bracketed phrase that starts the answer, named in instructions
+_ANSWER_PHRASE = re.compile(r"\[(?:BEGIN|START)\s+[A-Z][A-Z ]{1,40}\]")
+
+
+def _from_instructed_answer(turns: Turns, info: TemplateInfo | None) -> Reasoning | None:
+    """Method 5, implicit reasoning told in words: the generation prompt ends in reasoning-like
+    text with no marker (``Here are my reasoning steps:``) and the template names a bracketed
+    phrase that starts the final answer: everything before that phrase is reasoning. (Where
+    only a system prompt asks for reasoning, the past turns the template renders show plain
+    answers: the output is not taken for reasoning.)"""
+    last_line = turns.default.prompt.rstrip().split("\n")[-1]
+    if not mentions(last_line, REASONING_WORDS) or any(is_opening(t) for t in tokenize(last_line)):
+        return None
+    for lit in info.literals if info is not None else ():
+        m = _ANSWER_PHRASE.search(lit)
+        if m is not None and mentions(m.group(0), CONTENT_WORDS):
+            return Reasoning(start="", end=f"\n{m.group(0)}\n", source="instructions", prefilled_start=True)
+    return None
 
 
 def settings_modes(turns: Turns, r: Reasoning | None) -> list[tuple[SettingRender, ReasoningMode]]:

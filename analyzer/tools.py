@@ -644,7 +644,7 @@ def _sections(c: _Ctx, args: _Args, before: list[Part], after: list[Part]
     """(section_start, call_before_args, call_after_args, section_end, separator, parallel)."""
     two = c.block("parallel")
     calls = PROBES["parallel"]
-    if two is None or calls[1][0] not in two:
+    if two is None or calls[1][0] not in two and calls[1][2] not in two:  # (the name, or the id that carries it)
         return [], before, after, [], "", False
     t1 = format_arguments(_structure_for_args(args), calls[0][1])
     t2 = format_arguments(_structure_for_args(args), calls[1][1])

@@ -100,10 +100,10 @@ def probe_turns(prober: Prober, caps: Caps) -> Turns:
                                     + (f" ({why.kind}: {why.error})" if why else ""),
                                     template=prober.template.name, probe=probe)
             continue
-        prompt = full[common_prefix_len(plain, full, tokens=True):] or _always_written_header(full)
+        prompt = full[common_prefix_len(plain, full, tokens=True):] or _always_written_header(full, _answered(prober))
         settings.append(SettingRender(name, tuple(kwargs.items()), prompt, _tools_prompt(prober, caps, name, kwargs)))
     nogen = prober.render("prompt[default]", base) or ""
-    rendered = prober.render("assistant_content", base + [P.assistant(P.CONTENT)])
+    rendered = _answered(prober)
     if rendered is None or P.CONTENT not in rendered[common_prefix_len(nogen, rendered):]:
         why = prober.failures.get("assistant_content")
         detail = f" ({why.kind}: {why.error})" if why else " (the content needle never appears in the output)"
@@ -119,6 +119,11 @@ def probe_turns(prober: Prober, caps: Caps) -> Turns:
                  between_turns=_between_turns(prober, base, nogen))
 
 
+def _answered(prober: Prober) -> str | None:
+    """The conversation with the assistant's answer (a user message, then CONTENT)."""
+    return prober.render("assistant_content", [P.user(), P.assistant(P.CONTENT)])
+
+
 def _tools_prompt(prober: Prober, caps: Caps, name: str, kwargs: dict[str, Any]) -> str | None:
     """The generation prompt of a request with tools (some templates open or close reasoning
     only then); None when the template takes no tools or always gets them."""
@@ -130,29 +135,36 @@ def _tools_prompt(prober: Prober, caps: Caps, name: str, kwargs: dict[str, Any])
     plain = prober.render(f"prompt_tools[{name}]", [P.user()], tools=tools, **kwargs)
     if full is None or plain is None:
         return None
-    return full[common_prefix_len(plain, full, tokens=True):] or _always_written_header(full)
+    return full[common_prefix_len(plain, full, tokens=True):] or _always_written_header(full, _answered(prober))
 
 
-def _always_written_header(rendered: str) -> str:
+def _always_written_header(rendered: str, answered: str | None) -> str:
     """The assistant header a template writes after every conversation, whatever
     ``add_generation_prompt`` says (its generation prompt is then empty): the text after the last
-    user message from the marker that also opens the user's turn (the first marker after the
-    previous turn's closer) on. "" when there is none.
+    user message from its first marker that closes nothing on, when an answered conversation
+    (``answered``) opens the assistant's turn with that marker too. "" when there is none.
 
     Example::
 
-        >>> _always_written_header("<|end|><|turn|>user<|sep|>Userq7needle<|end|><|turn|>bot<|sep|><|think|><|/think|>")
-        '<|turn|>bot<|sep|><|think|><|/think|>'
+        >>> _always_written_header("<|user|>Userq7needle<|end|><|bot|><|think|><|/think|>",
+        ...                        "<|user|>Userq7needle<|end|><|bot|>Contentq7needle<|end|>")
+        '<|bot|><|think|><|/think|>'
     """
-    u = rendered.rfind(P.USER)
-    if u < 0:
+    if answered is None:
         return ""
-    before = list(tokenize(rendered[:u]))
-    closer = max((i for i, t in enumerate(before) if is_marker(t) and is_closing(t)), default=-1)
-    opener = next((t for t in before[closer + 1:] if is_marker(t)), "")
+    u, a = rendered.rfind(P.USER), answered.rfind(P.USER)
+    c = answered.find(P.CONTENT, a) if a >= 0 else -1
+    if u < 0 or c < 0:
+        return ""
+    # the marker that ends a turn (it follows the answer too) belongs to the user's turn
+    turn_end = next((t for t in tokenize(answered[c + len(P.CONTENT):]) if is_marker(t)), "")
     tail = rendered[u + len(P.USER):]
-    i = tail.find(opener) if opener else -1
-    return tail[i:] if i > 0 else ""
+    pos = 0
+    for tok in tokenize(tail):
+        if is_marker(tok) and not is_closing(tok) and tok != turn_end:
+            return tail[pos:] if tok in answered[a:c] else ""
+        pos += len(tok)
+    return ""
 
 
 def _between_turns(prober: Prober, base: list[dict[str, Any]], nogen: str) -> str | None:

@@ -191,3 +191,16 @@ def test_a_call_syntax_only_the_instructions_show():
     m = parse("extra/THUDM-glm-4-9b-chat-vllm_tool_glm4.jinja",
               "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>")
     assert calls(m) == [("get_weather", {"city": "Paris"})]
+
+
+def test_implicit_reasoning_ended_by_a_phrase_the_template_names():
+    m = parse("extra/ServiceNow-AI-Apriel-1.6-15b-Thinker.jinja", "Let me think.\n[BEGIN FINAL RESPONSE]\nThe answer.")
+    assert (m["reasoning_content"], m["content"]) == ("Let me think.", "The answer.")
+
+
+def test_parallel_calls_of_a_format_that_names_calls_only_in_their_ids():
+    call = "<|tool_call_begin|>functions.{}:{}<|tool_call_argument_begin|>{}<|tool_call_end|>"
+    text = ("<|tool_calls_section_begin|>" + call.format("get_weather", 0, '{"city": "Paris"}')
+            + call.format("search", 1, '{"query": "x"}') + "<|tool_calls_section_end|>")
+    m = parse("extra/moonshotai-Kimi-K2.5.jinja", text, enable_thinking=False)
+    assert calls(m) == [("get_weather", {"city": "Paris"}), ("search", {"query": "x"})]
