@@ -291,7 +291,7 @@ def examine(entry: Entry, timings: dict[str, float]) -> dict[str, Any]:
     from generator import generate_parser
 
     rec: dict[str, Any] = {"name": entry.name, "family": entry.family, "status": "ok", "error": None,
-                           "analysis": None, "generation": None, "scenarios": {}, "grammar": None}
+                           "analysis": None, "generation": None, "scenarios": {}, "grammar": None, "deviations": {}}
     try:
         loaded = load_template(entry.path)
         t0 = time.perf_counter()
@@ -325,6 +325,7 @@ def examine(entry: Entry, timings: dict[str, float]) -> dict[str, Any]:
             continue
         rec["scenarios"][scenario] = _scenario_record(r)
         if r.ok and not r.skipped:
+            _deviations(rec["deviations"], analysis, r)
             # not what a model would write: the grammar is not expected to accept it
             why = schema_violation(r.parsed, RT_TOOLS) or ", ".join(d for d in r.template_drops if d != "call ids")
             if why:
@@ -342,6 +343,23 @@ def examine(entry: Entry, timings: dict[str, float]) -> dict[str, Any]:
                                                              getattr(r, "enable_thinking", None))
     timings["grammar_ms"] = (time.perf_counter() - t0) * 1000
     return rec
+
+
+def _deviations(found: dict[str, Any], analysis: Any, r: Any) -> None:
+    """Each perturbation of a passing fixed point's output (oracle 5): pass unless one of its
+    perturbed outputs parses to another message; the first problem is kept."""
+    from generator.verify.deviations import Output, check, deviations
+
+    out = Output.of(analysis, r)
+    for dev in deviations(out):
+        rec = found.setdefault(dev.perturbation, {"status": PASS, "outputs": 0, "problem": ""})
+        rec["outputs"] += 1
+        try:
+            why = check(out, dev)
+        except Exception as e:  # noqa: BLE001 - a crash is a failure of the check, recorded
+            why = f"{type(e).__name__}: {e}"
+        if why and rec["status"] == PASS:
+            rec.update(status=FAIL, problem=f"{dev.scenario}: {why}"[:MAX_TEXT])
 
 
 def checks_of(rec: dict[str, Any]) -> dict[str, str]:
@@ -362,7 +380,14 @@ def checks_of(rec: dict[str, Any]) -> dict[str, str]:
         rc = s.get("reconstructs")
         checks[f"reconstructs/{scenario}"] = NA if rc is None or s["status"] == "skip" else PASS if rc else FAIL
         checks[f"grammar/accepts/{scenario}"] = (s.get("grammar") or {}).get("status", NA)
+    for name in _perturbation_names():
+        checks[f"deviation/{name}"] = (rec.get("deviations") or {}).get(name, {}).get("status", NA)
     return dict(sorted(checks.items()))
+
+
+def _perturbation_names() -> list[str]:
+    from generator.verify.deviations import PERTURBATIONS
+    return [p.name for p in PERTURBATIONS]
 
 
 @contextmanager
@@ -389,7 +414,7 @@ def failed_record(entry: Entry, seconds: float, died: str = "") -> dict[str, Any
     error = ({"type": "internal WorkerDied", "message": died} if died else
              {"type": "Timeout", "message": f"over the {seconds:g} s limit per template"})
     rec = {"name": entry.name, "family": entry.family, "status": "error" if died else "timeout", "analysis": None,
-           "generation": None, "scenarios": {}, "grammar": None, "error": error}
+           "generation": None, "scenarios": {}, "grammar": None, "deviations": {}, "error": error}
     rec["checks"] = checks_of(rec)
     return rec
 
@@ -517,6 +542,9 @@ def summarize(templates: list[dict[str, Any]]) -> dict[str, Any]:
         },
         "reconstructs": {"ok": sum(f["reconstructs"] for f in fixed.values()),
                          "checked": sum(f["reconstruct_checked"] for f in fixed.values())},
+        "deviations": {name: {"pass": sum(t["checks"].get(f"deviation/{name}") == PASS for t in analysed),
+                              "fail": sum(t["checks"].get(f"deviation/{name}") == FAIL for t in analysed)}
+                       for name in _perturbation_names()},
         "formats": {
             "tool_format": _count(x["tool_format"] for x in a),
             "argument_format": _count(x["argument_format"] for x in a),
@@ -722,6 +750,11 @@ def render_markdown(report: dict[str, Any], cmp: Comparison | None = None) -> st
               f"{_ratio(s['reconstructs']['ok'], s['reconstructs']['checked'])}", ""]
     if g["unavailable"]:
         lines += [f"- grammar checkers unavailable for {g['unavailable']} templates", ""]
+    dev = s.get("deviations", {})
+    passed, total = sum(d["pass"] for d in dev.values()), sum(d["pass"] + d["fail"] for d in dev.values())
+    lines += ["## Deviations (oracle 5)", "",
+              f"(template, perturbation) pairs that parse to the same message: {_ratio(passed, total)}", ""]
+    lines += _md_table(("perturbation", "pass", "fail"), [[k, str(d["pass"]), str(d["fail"])] for k, d in dev.items()])
     lines += ["## Formats", ""]
     for dim, counts in s["formats"].items():
         lines += [f"**{dim.replace('_', ' ')}**: " + ", ".join(f"{_md(_short(k))} {v}" for k, v in counts.items()), ""]
@@ -956,6 +989,8 @@ def render_html(report: dict[str, Any], cmp: Comparison | None = None) -> str:
         parts.append(svg_histogram("Analysis time", times))
     parts.append("</div>")
     parts.append("<h2>Fixed point by scenario</h2>" + _html_table(SCENARIO_HEADER, scenario_rows(s)))
+    parts.append("<h2>Deviations by perturbation</h2>" + _html_table(
+        ("perturbation", "pass", "fail"), [[k, str(d["pass"]), str(d["fail"])] for k, d in s.get("deviations", {}).items()]))
     parts.append("<h2>Formats</h2>")
     for dim, counts in s["formats"].items():
         parts.append(f"<p><b>{_h(dim.replace('_', ' '))}</b>: "
