@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any, Callable, Iterable, Mapping
@@ -80,13 +81,32 @@ class TextBuffer:
         return "".join(self.parts) + "".join(self.tail)
 
 
+IdFactory = Callable[[int, str, str], str]
+
+
+def default_call_id(index: int, name: str, before: str) -> str:
+    """``call_`` and 24 hex digits of a hash of the call's index and name and the text the
+    output holds before it: deterministic, so a conversation rendered again with the parsed
+    message keeps its ids (and its prefix cache).
+
+    Example::
+
+        >>> default_call_id(0, "get_weather", "") == default_call_id(0, "get_weather", "")
+        True
+    """
+    digest = hashlib.blake2b(f"{index}\x00{name}\x00{before}".encode("utf-8", "surrogatepass"), digest_size=12)
+    return "call_" + digest.hexdigest()
+
+
 class Assembler:
     """Turns runtime events into the message and into region events (seed 004 model), each of
     which also reads as an OpenAI-style delta (:func:`as_delta`)."""
 
-    def __init__(self, ts: ToolCallStructure, tools: Mapping[str, Mapping[str, Any]] | None) -> None:
+    def __init__(self, ts: ToolCallStructure, tools: Mapping[str, Mapping[str, Any]] | None,
+                 id_factory: IdFactory | None = None) -> None:
         self.ts = ts
         self.tools = dict(tools or {})
+        self.id_factory = id_factory or default_call_id
         self.text: dict[str, TextBuffer] = {"reasoning_content": TextBuffer(), "content": TextBuffer()}
         self.calls: list[CallState] = []
         self.current: CallState | None = None
@@ -164,6 +184,14 @@ class Assembler:
         if call.name:
             call.announced = True
             call.pending = []
+            self._ensure_id(call)
+
+    def _ensure_id(self, call: CallState) -> None:
+        """A call the model wrote no id for gets one from the factory (OpenAI clients answer a
+        call by its id), from what the output holds before it: the same output, the same ids."""
+        if call.id is None:
+            before = self.text["reasoning_content"].getvalue() + "\x00" + self.text["content"].getvalue()
+            call.id = self.id_factory(call.index, call.name, before)
 
     def _set_name(self, call: CallState, name: str) -> None:
         call.name = name = name.strip()
@@ -202,9 +230,8 @@ class Assembler:
         if call.announced or not call.name:
             return
         call.announced = True
-        extra = {"index": call.index, "name": call.name}
-        if call.id is not None:
-            extra["id"] = call.id
+        self._ensure_id(call)
+        extra = {"index": call.index, "name": call.name, "id": call.id}
         if not self.quiet:
             out.append(self._region("region_open", "tool_calls", **extra))
         for text in call.pending:
@@ -284,9 +311,10 @@ class Assembler:
             if call.args or call.id is not None or not self._id_may_follow:
                 self._announce(call, out)
         elif tag == "tool_id":
-            call.id = "".join(self._id) or None
-            if call.id is None:
+            written = "".join(self._id)
+            if not written:
                 return
+            call.id = written
             if not self._name_part:
                 call.name = self._name_from_id(call.id)  # the id is where the name is written
                 self._announce(call, out)

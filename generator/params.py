@@ -7,6 +7,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 from analyzer.structures import ReasoningMode, TemplateAnalysis
 
+from .assemble import IdFactory
 from .parser import MessageParser
 from .state import thinking_setting
 
@@ -50,14 +51,16 @@ class ChatParams:
 def generate_parser(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, Any]] | None = None,
                     tool_choice: Literal["auto", "required", "none"] = "auto", parallel_tool_calls: bool = True,
                     enable_thinking: bool | None = None, prompt: str | None = None,
-                    calls_in_reasoning: bool = True) -> ChatParams:
+                    calls_in_reasoning: bool = True, id_factory: IdFactory | None = None) -> ChatParams:
     """Build the parser (and, with tools, the grammar and triggers) for one request shape.
 
     ``enable_thinking``: None means the template's own default (a prompt rendered with no
     kwargs); ``prompt``: the prompt the server rendered (or its tail), whose end then says where
     the output starts (reasoning opened or closed, content opened) whatever the setting;
     ``calls_in_reasoning``: an unclosed reasoning block ends at a well-formed call to a known
-    tool (reported in ``parse_warnings``). ``ChatParams.start`` says what the parser assumed.
+    tool (reported in ``parse_warnings``); ``id_factory(index, name, text_before)`` gives the id
+    of a call the model wrote none for (default: :func:`~generator.assemble.default_call_id`,
+    deterministic). ``ChatParams.start`` says what the parser assumed.
     Example::
 
         >>> from analyzer import analyze_template
@@ -68,7 +71,8 @@ def generate_parser(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, 
     if tool_choice not in ("auto", "required", "none"):
         raise ValueError(f"tool_choice must be 'auto', 'required' or 'none', not {tool_choice!r}")
     parser = MessageParser(analysis, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
-                           enable_thinking=enable_thinking, prompt=prompt, calls_in_reasoning=calls_in_reasoning)
+                           enable_thinking=enable_thinking, prompt=prompt, calls_in_reasoning=calls_in_reasoning,
+                           id_factory=id_factory)
     setting = thinking_setting(analysis, enable_thinking)
     generation_prompt = setting.generation_prompt if setting is not None else analysis.generation_prompt
     params = ChatParams(parser=parser, generation_prompt=generation_prompt,

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 from analyzer.errors import ParseError
 from analyzer.structures import TemplateAnalysis, ToolCallStructure
 
-from .assemble import FIELD, Assembler, CallState
+from .assemble import FIELD, Assembler, CallState, IdFactory
 from .message import build_message_grammar
 from .state import StartState, start_state
 from .peg import FAIL, Parser, Session
@@ -33,15 +33,16 @@ class MessageStream:
     """
 
     def __init__(self, grammar: Parser, ts: ToolCallStructure, tools: Mapping[str, Any] | None,
-                 strict: bool = False) -> None:
+                 strict: bool = False, id_factory: IdFactory | None = None) -> None:
         self._session = Session(grammar)
-        self._asm = Assembler(ts, tools)
+        self._asm = Assembler(ts, tools, id_factory)
         self._strict = strict
         self._done = False
         # the hot path: while the parser waits in plain text (``_arm``), a chunk without any
         # of ``_hot`` characters is appended to ``_tail`` and reported at once; what the
         # parser's input owes for it is settled before the next chunk that is not (``_settle``)
         self._hot: frozenset[str] | None = None
+        self._hot_ws: frozenset[str] = frozenset()  # whitespace that must not end a hot chunk
         self._tail: list[str] = []
         self._since = 0  # content/reasoning: ``_tail[_since:]`` came by the hot path, the input owes for it
         self._field = ""
@@ -56,7 +57,7 @@ class MessageStream:
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
         hot = self._hot
-        if hot is not None and chunk and hot.isdisjoint(chunk):
+        if hot is not None and chunk and hot.isdisjoint(chunk) and chunk[-1] not in self._hot_ws:
             index = self._index
             if index == -2:  # the parser waits for a bracket or a quote: nothing to report
                 inp = self._session.inp
@@ -113,6 +114,7 @@ class MessageStream:
         fast = session.inp.fast
         if fast is None or fast.stop is None or session.result is not None or fast.emitted != session.inp.end:
             return
+        self._hot_ws = fast.ws
         if not fast.tag:
             self._hot, self._index = fast.stop, -2
             return
@@ -198,8 +200,10 @@ class MessageParser:
 
     def __init__(self, analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, Any]] | None = None,
                  tool_choice: str = "auto", parallel_tool_calls: bool = True, enable_thinking: bool | None = None,
-                 prompt: str | None = None, calls_in_reasoning: bool = True) -> None:
+                 prompt: str | None = None, calls_in_reasoning: bool = True,
+                 id_factory: IdFactory | None = None) -> None:
         self.analysis = analysis
+        self.id_factory = id_factory
         self.tools = {t.get("function", t)["name"]: t.get("function", t) for t in (tools or [])}
         self.state = start_state(analysis, enable_thinking=enable_thinking, prompt=prompt, with_tools=bool(self.tools))
         self.mode = self.state.mode
@@ -216,7 +220,7 @@ class MessageParser:
                                      calls_in_reasoning=self._calls_in_reasoning, open_content=state.open_content)
 
     def _stream(self, grammar: Parser, strict: bool) -> MessageStream:
-        return MessageStream(grammar, self.analysis.tool_call_structure, self.tools, strict)
+        return MessageStream(grammar, self.analysis.tool_call_structure, self.tools, strict, self.id_factory)
 
     def stream(self, *, strict: bool = False) -> MessageStream | CompletingStream:
         """An incremental parser: ``feed(chunk) -> events``, ``finish() -> (message, events)``."""

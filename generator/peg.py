@@ -153,13 +153,19 @@ class _Fast:
     stack. Subclasses that scan other chunks themselves set ``scan`` (see :class:`_JsonScan`);
     their ``stop`` may be None (no chunk is plain)."""
 
-    __slots__ = ("stop", "tag", "emitted")
+    __slots__ = ("stop", "tag", "emitted", "ws")
     scan = False  # ``step`` reads the chunks that are not plain
 
-    def __init__(self, stop: frozenset[str] | None, tag: str | None, emitted: int) -> None:
+    def __init__(self, stop: frozenset[str] | None, tag: str | None, emitted: int,
+                 ws: frozenset[str] = frozenset()) -> None:
         self.stop = stop
         self.tag = tag
         self.emitted = emitted
+        self.ws = ws  # whitespace that matters only at a chunk's end (it may belong to a marker next)
+
+    def plain(self, chunk: str) -> bool:
+        """A chunk that is plain text of the region (nothing in it can start a stop)."""
+        return self.stop is not None and self.stop.isdisjoint(chunk) and chunk[-1:] not in self.ws
 
     def step(self, inp: "Input") -> int | None:  # pragma: no cover - scanners only
         raise NotImplementedError
@@ -758,7 +764,9 @@ class Until(Parser):
         self.maxlen = max((len(c) for c in self.cores), default=0)
         ws = "".join(s.before + (" \t\r\n" if s.ws_before else " \t" if "\n" in s.before else "")
                      for s in self.stops) + tail
-        self.stop_chars = frozenset("".join(c[0] for c in self.cores) + ws)
+        # whitespace a stop takes before it matters only at the end of what arrived so far
+        self.stop_chars = frozenset("".join(c[0] for c in self.cores))
+        self.ws_chars = frozenset(ws)
         self._pattern = re.compile("|".join(re.escape(c) for c in sorted(set(self.cores), key=len, reverse=True))) \
             if self.cores else None
 
@@ -777,7 +785,7 @@ class Until(Parser):
                     cut = min(cut, end - k)
                     break
         j = cut
-        while j > a and inp.get(j - 1, j) in self.stop_chars and inp.get(j - 1, j).isspace():
+        while j > a and inp.get(j - 1, j) in self.ws_chars and inp.get(j - 1, j).isspace():
             j -= 1
         return j
 
@@ -874,7 +882,7 @@ class Until(Parser):
             emitted = max(emitted, safe)
             inp.keep_from = emitted
             scan = max(emitted, inp.end - self.maxlen + 1)
-            inp.fast = _Fast(self.stop_chars, tag, emitted) if emitted == inp.end else None
+            inp.fast = _Fast(self.stop_chars, tag, emitted, self.ws_chars) if emitted == inp.end else None
             yield NEED
 
 
@@ -1311,7 +1319,7 @@ class Session:
         if fast is None:
             inp.feed(chunk)
             return "" if inp.end < inp.wake else None  # the parser waits for more than this
-        plain = fast.stop is not None and fast.stop.isdisjoint(chunk)
+        plain = fast.plain(chunk)
         if not (plain or fast.scan) or inp.holds:
             inp.feed(chunk)
             return None

@@ -220,9 +220,10 @@ class TextUntilCall(Parser):
 
     def __init__(self, tag: str, stops: Sequence[Marker], probes: Sequence[tuple[Sequence[str], Parser]],
                  warning: str) -> None:
-        self.probes = [(tuple(g for g in guards if g), p) for guards, p in probes]
+        self.probes = [(tuple(g for g in guards if g.strip()), p) for guards, p in probes]
         self.guards = tuple(g for guards, _ in self.probes for g in guards)
-        self.text = Capture(tag, Until(list(stops) + [Marker(g).loose(after=False) for g in self.guards]))
+        cores = dict.fromkeys(g.strip() for g in self.guards)  # (whitespace before a guard is any)
+        self.text = Capture(tag, Until(list(stops) + [Marker(c).loose(after=False) for c in cores]))
         self.tag = tag
         self.warning = warning
 

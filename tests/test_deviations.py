@@ -116,7 +116,7 @@ def results_of(entry, analyzed, fixed_points) -> dict[str, list[str]]:
             for dev in deviations(base):
                 problems = out.setdefault(dev.perturbation, [])
                 got = base.parser.parse(dev.text)
-                why = problem(got, dev.expected)
+                why = problem(got, dev.expected, dev.text)
                 if why is None:
                     seed = zlib.crc32(f"{entry.name}|{dev.perturbation}|{dev.text}".encode())
                     for chunks in chunkings(dev.text, seed):
