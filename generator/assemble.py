@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from typing import Any, Callable, Iterable, Mapping
@@ -80,14 +81,33 @@ class TextBuffer:
     def getvalue(self) -> str:
         return "".join(self.parts) + "".join(self.tail)
 
+    def size(self) -> int:
+        """Characters appended so far."""
+        return sum(map(len, self.parts)) + sum(map(len, self.tail))
+
+    def last(self, n: int) -> str:
+        """The last ``n`` characters (or all, if fewer), without joining the whole buffer."""
+        picked: list[str] = []
+        for piece in itertools.chain(reversed(self.tail), reversed(self.parts)) if n > 0 else ():
+            picked.append(piece[-n:])
+            n -= len(picked[-1])
+            if n <= 0:
+                break
+        return "".join(reversed(picked))
+
 
 IdFactory = Callable[[int, str, str], str]
 
 
+ID_CONTEXT = 64  # characters of reasoning and of content before a call that its default id hashes
+
+
 def default_call_id(index: int, name: str, before: str) -> str:
     """``call_`` and 24 hex digits of a hash of the call's index and name and the text the
-    output holds before it: deterministic, so a conversation rendered again with the parsed
-    message keeps its ids (and its prefix cache).
+    output holds before it (the length and the last :data:`ID_CONTEXT` characters of reasoning
+    and of content):
+    deterministic, so a conversation rendered again with the parsed message keeps its ids (and
+    its prefix cache).
 
     Example::
 
@@ -108,6 +128,7 @@ class Assembler:
         self.tools = dict(tools or {})
         self.id_factory = id_factory or default_call_id
         self.text: dict[str, TextBuffer] = {"reasoning_content": TextBuffer(), "content": TextBuffer()}
+        self._before: tuple[tuple[int, ...], str] = ((), "")  # the texts' state and what ids hash of them
         self.calls: list[CallState] = []
         self.current: CallState | None = None
         self.open: str | None = None
@@ -188,10 +209,15 @@ class Assembler:
 
     def _ensure_id(self, call: CallState) -> None:
         """A call the model wrote no id for gets one from the factory (OpenAI clients answer a
-        call by its id), from what the output holds before it: the same output, the same ids."""
+        call by its id), from what the output holds before it: the same output, the same ids.
+        Each text is given as its length and its last :data:`ID_CONTEXT` characters (a hash of
+        all of it for every call would cost the square of the output's length)."""
         if call.id is None:
-            before = self.text["reasoning_content"].getvalue() + "\x00" + self.text["content"].getvalue()
-            call.id = self.id_factory(call.index, call.name, before)
+            texts = self.text.values()
+            key = tuple(n for t in texts for n in (len(t.parts), len(t.tail)))  # changes with every write
+            if key != self._before[0]:
+                self._before = key, "\x00".join(f"{t.size()}:{t.last(ID_CONTEXT)}" for t in texts)
+            call.id = self.id_factory(call.index, call.name, self._before[1])
 
     def _set_name(self, call: CallState, name: str) -> None:
         call.name = name = name.strip()

@@ -16,7 +16,8 @@ import re
 from json.decoder import scanstring
 from typing import Sequence
 
-from .peg import (FAIL, NEED, SCAN, SLOW, Capture, Input, JsonValue, Marker, Parser, Run, _Fast, drive, number_cut, skip_ws)
+from .peg import (FAIL, NEED, SCAN, SLOW, Capture, Input, JsonValue, Marker, Parser, Run, _Fast, drive, number_cut,
+                  past_ws, skip_ws)
 from .recovery import Recover
 
 
@@ -370,13 +371,13 @@ class JsonCalls(Parser):
     def _starts(self, inp: Input, p: int) -> Run:
         """Whether a call starts at ``p``: an object, an array whose first item is an object, or
         the call's frame."""
-        if self.frame_open is not None and (yield from _at(inp, p, self.frame_open.core)):
+        if self.frame_open is not None and (inp.startswith(self.frame_open.core, p) if inp.eof else (yield from _at(inp, p, self.frame_open.core))):
             return True
         while p >= inp.end and not inp.eof:
             yield NEED
         c = inp.get(p, p + 1)
         if c == "[":
-            q = yield from skip_ws(inp, p + 1)
+            q = (past_ws(inp, p + 1) if inp.eof else (yield from skip_ws(inp, p + 1)))
             return inp.get(q, q + 1) == "{"
         return c == "{"
 
@@ -387,14 +388,14 @@ class JsonCalls(Parser):
         call that never gets a name is kept with its markup."""
         count = 0
         p = pos
-        framed = self.frame_open is not None and (yield from _at(inp, p, self.frame_open.core))
+        framed = self.frame_open is not None and (inp.startswith(self.frame_open.core, p) if inp.eof else (yield from _at(inp, p, self.frame_open.core)))
         if framed:
             r = self.frame_open.fast(inp, p)
             p = (yield from self.frame_open.run(inp, p)) if r == SLOW else r
-        p = yield from skip_ws(inp, p)
+        p = (past_ws(inp, p) if inp.eof else (yield from skip_ws(inp, p)))
         array = inp.get(p, p + 1) == "["
         if array:
-            p = yield from skip_ws(inp, p + 1)
+            p = (past_ws(inp, p + 1) if inp.eof else (yield from skip_ws(inp, p + 1)))
         while True:
             if inp.get(p, p + 1) != "{":
                 return inp.fail(p, "expected a call object"), count
@@ -413,10 +414,10 @@ class JsonCalls(Parser):
             if not array:
                 break
             inp.events.append(("close", "tool_call", p, True))
-            q = yield from skip_ws(inp, p)
+            q = (past_ws(inp, p) if inp.eof else (yield from skip_ws(inp, p)))
             c = inp.get(q, q + 1)
             if c in ",;":
-                p = yield from skip_ws(inp, q + 1)
+                p = (past_ws(inp, q + 1) if inp.eof else (yield from skip_ws(inp, q + 1)))
                 continue
             if c == "{":  # the comma forgotten
                 p = q
@@ -425,8 +426,8 @@ class JsonCalls(Parser):
                 p = q + 1
             break  # an array left open ends with its last object
         if framed:
-            q = yield from skip_ws(inp, p)
-            if self.frame_close is not None and (yield from _at(inp, q, self.frame_close.core)):
+            q = (past_ws(inp, p) if inp.eof else (yield from skip_ws(inp, p)))
+            if self.frame_close is not None and (inp.startswith(self.frame_close.core, q) if inp.eof else (yield from _at(inp, q, self.frame_close.core))):
                 r = self.frame_close.fast(inp, q)
                 p = (yield from self.frame_close.run(inp, q)) if r == SLOW else r
             elif self.frame_close is not None and inp.eof and q >= inp.end:
@@ -437,7 +438,7 @@ class JsonCalls(Parser):
 
     def run(self, inp: Input, pos: int) -> Run:
         count = 0
-        p = yield from skip_ws(inp, pos)
+        p = (past_ws(inp, pos) if inp.eof else (yield from skip_ws(inp, pos)))
         while True:
             end, n = yield from self._item(inp, p)
             if end == FAIL:
@@ -446,9 +447,9 @@ class JsonCalls(Parser):
             pos = end
             if self.max_calls is not None and count >= self.max_calls:
                 return pos
-            q = yield from skip_ws(inp, pos)
+            q = (past_ws(inp, pos) if inp.eof else (yield from skip_ws(inp, pos)))
             if inp.get(q, q + 1) in (",", ";"):
-                q = yield from skip_ws(inp, q + 1)
+                q = (past_ws(inp, q + 1) if inp.eof else (yield from skip_ws(inp, q + 1)))
             if not (yield from self._starts(inp, q)):
                 return pos
             p = q

@@ -58,8 +58,9 @@ def generate_parser(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, 
     kwargs); ``prompt``: the prompt the server rendered (or its tail), whose end then says where
     the output starts (reasoning opened or closed, content opened) whatever the setting;
     ``calls_in_reasoning``: an unclosed reasoning block ends at a well-formed call to a known
-    tool (reported in ``parse_warnings``); ``id_factory(index, name, text_before)`` gives the id
-    of a call the model wrote none for (default: :func:`~generator.assemble.default_call_id`,
+    tool (reported in ``parse_warnings``); ``id_factory(index, name, text_before)`` gives the id of a
+    call the model wrote none for; ``text_before`` is the length and the last characters of the
+    reasoning and of the content before it (default: :func:`~generator.assemble.default_call_id`,
     deterministic). ``ChatParams.start`` says what the parser assumed.
     Example::
 

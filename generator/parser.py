@@ -42,13 +42,16 @@ class MessageStream:
         # of ``_hot`` characters is appended to ``_tail`` and reported at once; what the
         # parser's input owes for it is settled before the next chunk that is not (``_settle``)
         self._hot: frozenset[str] | None = None
-        self._hot_ws: frozenset[str] = frozenset()  # whitespace that must not end a hot chunk
+        # whitespace a stop marker may take before it: held back at a chunk's end, emitted
+        # with the text that goes on (``_held``: what is held now)
+        self._hot_ws = ""
+        self._held = ""
         self._tail: list[str] = []
-        self._since = 0  # content/reasoning: ``_tail[_since:]`` came by the hot path, the input owes for it
+        self._since = 0  # ``_tail[_since:]`` came by the hot path, the input owes for it
         self._field = ""
         self._index = -1  # the call whose arguments the text is; -1: content/reasoning; -2: none (a wait)
-        self._owed = 0  # characters and chunks the input owes (arguments; content compacted out of ``_tail``)
-        self._owed_chunks = 0
+        self._fed = 0  # characters the input owes (fed by the hot path since it was armed)
+        self._owed_chunks = 0  # chunks the input owes (content compacted out of ``_tail``)
         # the text of the open call while it has no name, from its start (kept as content if it
         # never gets one); a list of chunks, so that keeping it costs no copying
         self._keep: list[str] | None = None
@@ -57,7 +60,7 @@ class MessageStream:
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
         hot = self._hot
-        if hot is not None and chunk and hot.isdisjoint(chunk) and chunk[-1] not in self._hot_ws:
+        if hot is not None and chunk and hot.isdisjoint(chunk):
             index = self._index
             if index == -2:  # the parser waits for a bracket or a quote: nothing to report
                 inp = self._session.inp
@@ -66,17 +69,27 @@ class MessageStream:
                 inp.feed(chunk)
                 inp.fast.emitted = inp.end
                 return []
+            self._fed += len(chunk)
+            if chunk[-1] in self._hot_ws:
+                text = self._held + chunk
+                body = text.rstrip(self._hot_ws)
+                self._held = text[len(body):]
+                if not body:
+                    return []
+            elif self._held:
+                body, self._held = self._held + chunk, ""
+            else:
+                body = chunk
             tail = self._tail
-            tail.append(chunk)
+            tail.append(body)
             if index >= 0:
-                self._owed += len(chunk)
-                self._owed_chunks += 1
-                return [{"type": "region_chunk", "field": "tool_calls", "index": index, "text": chunk,
+                return [{"type": "region_chunk", "field": "tool_calls", "index": index, "text": body,
                          "dirty": False}]
             if len(tail) >= 256:
                 self._count_owed()
                 self._asm.text[self._field].compact()
-            return [{"type": "region_chunk", "field": self._field, "text": chunk, "dirty": False}]
+                self._since = 0
+            return [{"type": "region_chunk", "field": self._field, "text": body, "dirty": False}]
         if self._done:
             raise RuntimeError("feed() after finish()")
         self._settle()
@@ -85,41 +98,45 @@ class MessageStream:
         return out
 
     def _count_owed(self) -> None:
-        """What the hot path owes for the chunks it added to ``_tail`` (counted here, not per
-        chunk); the callers see that it added some."""
-        tail, since = self._tail, self._since
-        self._owed_chunks += len(tail) - since
-        self._owed += sum(map(len, tail[since:]))
-        self._since = len(tail)
+        """The chunks the hot path added to ``_tail`` (counted here, not per chunk)."""
+        self._owed_chunks += len(self._tail) - self._since
+        self._since = len(self._tail)
 
     def _settle(self) -> None:
         """The input positions the hot path owes: its chunks were emitted, nothing of them is
-        read again."""
-        if self._index == -1 and self._hot is not None and len(self._tail) > self._since:
+        read again but the whitespace it holds back."""
+        if self._hot is not None and self._index != -2:
             self._count_owed()
         if self._owed_chunks:
             inp = self._session.inp
-            inp.end += self._owed
-            inp.text, inp.base = "", inp.end
-            inp.fast.emitted = inp.keep_from = inp.chunk_pos = inp.end
+            held = self._held
+            inp.end += self._fed
+            inp.text, inp.base = held, inp.end - len(held)
+            inp.fast.emitted = inp.keep_from = inp.chunk_pos = inp.base
             inp.chunks += self._owed_chunks
             inp.soft_pins.clear()
-            self._owed = self._owed_chunks = 0
+            self._fed = self._owed_chunks = 0
+        elif self._fed:  # whitespace only, held with what was
+            self._session.inp.feed(self._held[len(self._held) - self._fed:])
+            self._fed = 0
 
     def _arm(self) -> None:
         """Whether the parser now waits in plain text of the message (content, reasoning or the
         arguments of an announced call) with nothing to read back."""
-        self._hot = None
+        self._hot, self._held = None, ""
         session = self._session
-        fast = session.inp.fast
-        if fast is None or fast.stop is None or session.result is not None or fast.emitted != session.inp.end:
+        inp = session.inp
+        fast = inp.fast
+        if fast is None or fast.stop is None or session.result is not None:
+            return
+        if not fast.tag:
+            if fast.emitted == inp.end and not fast.ws:
+                self._hot, self._index = fast.stop, -2
+            return
+        if inp.pins:
             return
         self._hot_ws = fast.ws
-        if not fast.tag:
-            self._hot, self._index = fast.stop, -2
-            return
-        if session.inp.pins:
-            return
+        self._held = fast.held(inp) if fast.emitted != inp.end else ""
         fld = FIELD.get(fast.tag)
         if fld is not None:
             self._hot, self._field, self._index, self._tail = fast.stop, fld, -1, self._asm.text[fld].tail
@@ -128,6 +145,7 @@ class MessageStream:
         call = self._asm.current
         if fast.tag == "tool_args" and call is not None and call.announced:
             self._hot, self._index, self._tail = fast.stop, call.index, call.args
+            self._since = len(self._tail)
 
     def _feed(self, chunk: str) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -137,8 +155,8 @@ class MessageStream:
         if tag is None:
             self._asm.handle(self._session.inp.drain(), out)
             self._track_call()
-        elif tag:
-            self._asm.chunk(tag, chunk, out)
+        elif tag and self._session.taken:
+            self._asm.chunk(tag, self._session.taken, out)
         return out
 
     def _track_call(self) -> None:

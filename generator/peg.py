@@ -156,16 +156,21 @@ class _Fast:
     __slots__ = ("stop", "tag", "emitted", "ws")
     scan = False  # ``step`` reads the chunks that are not plain
 
-    def __init__(self, stop: frozenset[str] | None, tag: str | None, emitted: int,
-                 ws: frozenset[str] = frozenset()) -> None:
+    def __init__(self, stop: frozenset[str] | None, tag: str | None, emitted: int, ws: str = "") -> None:
         self.stop = stop
         self.tag = tag
+        # the input from ``emitted`` to its end is whitespace in ``ws``: held back, since it
+        # belongs to a stop marker if one comes next (text that goes on emits it)
         self.emitted = emitted
-        self.ws = ws  # whitespace that matters only at a chunk's end (it may belong to a marker next)
+        self.ws = ws
 
     def plain(self, chunk: str) -> bool:
         """A chunk that is plain text of the region (nothing in it can start a stop)."""
-        return self.stop is not None and self.stop.isdisjoint(chunk) and chunk[-1:] not in self.ws
+        return self.stop is not None and self.stop.isdisjoint(chunk)
+
+    def held(self, inp: "Input") -> str:
+        """The whitespace held back at the end of the input."""
+        return inp.get(self.emitted, inp.end)
 
     def step(self, inp: "Input") -> int | None:  # pragma: no cover - scanners only
         raise NotImplementedError
@@ -198,6 +203,12 @@ def _wait_for(inp: Input, pos: int, n: int) -> Generator[None, None, None]:
 
 
 _WS_RUN = re.compile(r"[ \t\r\n]*")
+
+
+def past_ws(inp: Input, pos: int) -> int:
+    """Past a run of whitespace in a complete input (:func:`skip_ws` without a generator, for
+    the one-shot path: ``past_ws(inp, p) if inp.eof else (yield from skip_ws(inp, p))``)."""
+    return _WS_RUN.match(inp.text, pos - inp.base).end() + inp.base
 
 
 def skip_ws(inp: Input, pos: int) -> Generator[None, None, int]:
@@ -767,6 +778,7 @@ class Until(Parser):
         # whitespace a stop takes before it matters only at the end of what arrived so far
         self.stop_chars = frozenset("".join(c[0] for c in self.cores))
         self.ws_chars = frozenset(ws)
+        self.ws = "".join(sorted(c for c in self.ws_chars if c.isspace()))
         self._pattern = re.compile("|".join(re.escape(c) for c in sorted(set(self.cores), key=len, reverse=True))) \
             if self.cores else None
 
@@ -882,7 +894,8 @@ class Until(Parser):
             emitted = max(emitted, safe)
             inp.keep_from = emitted
             scan = max(emitted, inp.end - self.maxlen + 1)
-            inp.fast = _Fast(self.stop_chars, tag, emitted, self.ws_chars) if emitted == inp.end else None
+            held = emitted == inp.end or not inp.get(emitted, inp.end).strip(self.ws)
+            inp.fast = _Fast(self.stop_chars, tag, emitted, self.ws) if held else None
             yield NEED
 
 
@@ -1292,6 +1305,7 @@ class Session:
         self._gen = parser.run(self.inp, 0)
         self.result: int | None = None
         self._started = False
+        self.taken = ""  # the text the last ``take`` emitted by the waiting parser's shortcut
 
     def _resume(self) -> None:
         if not self._started:
@@ -1324,25 +1338,38 @@ class Session:
             inp.feed(chunk)
             return None
         tag = fast.tag
+        start = fast.emitted
         if inp.pins or (inp.soft_pins and not tag):
             inp.feed(chunk)  # a parser reads this text back
-        else:  # everything before is emitted and not needed again: keep only the chunk
+        elif start == inp.end:  # everything before is emitted and not needed again: keep only the chunk
             inp.text, inp.base = chunk, inp.end
+            inp.end += len(chunk)
+        else:  # the same, after the whitespace held back
+            inp.text, inp.base = inp.get(start, inp.end) + chunk, start
             inp.end += len(chunk)
         if not plain:
             if fast.step(inp) is not None:
                 return None  # the value ends (or breaks) in this chunk
-        fast.emitted = inp.keep_from = inp.end
+        end = inp.end
+        if fast.ws and chunk[-1] in fast.ws:
+            body = len(chunk.rstrip(fast.ws))
+            if not body:  # whitespace only: held with what was
+                self.taken = ""
+                return tag or ""
+            end -= len(chunk) - body
+        self.taken = chunk if start + len(chunk) == end == inp.end else inp.get(start, end)
+        fast.emitted = inp.keep_from = end
         if tag:
             inp.chunks += 1
-            inp.chunk_pos = inp.end
+            inp.chunk_pos = end
             if inp.soft_pins:
                 inp.soft_pins.clear()
         return tag or ""
 
     def take(self, chunk: str) -> str | None:
-        """Feeds ``chunk``: the tag it was emitted under whole ('' for none), or None when the
-        parser resumed (its events wait in ``inp.events``)."""
+        """Feeds ``chunk``: the tag its text was emitted under ('' for none; the text is
+        ``taken``: the chunk, less whitespace held back at its end, after whitespace held
+        before), or None when the parser resumed (its events wait in ``inp.events``)."""
         if not chunk:
             return ""
         if self.result is not None:
@@ -1359,7 +1386,7 @@ class Session:
         tag = self.take(chunk)
         if tag is None:
             return self.inp.drain()
-        return [("chunk", tag, chunk)] if tag else []
+        return [("chunk", tag, self.taken)] if tag and self.taken else []
 
     def start_whole(self, text: str) -> None:
         """Parse a complete text at once (the one-shot path: no coroutine where none is needed)."""

@@ -39,9 +39,8 @@ class Segments(Parser):
         self.choice = Choice(self.alternatives, None)
         self.stops = list(stops)
         self.tail = tail
-
-    def _text(self, stops: Sequence[Marker]) -> Parser:
-        return Capture("content", Until(stops, tail=self.tail))
+        self.text = Capture("content", Until(self.stops, tail=tail))  # what no segment starts
+        self.whole = Choice(self.alternatives, self.text)  # with all the input at hand: no coroutines
 
     def _structural_ws(self, inp: Input, pos: int, after_segment: bool) -> Run:
         """Where a run of whitespace at ``pos`` ends when it stands between pieces of structure
@@ -56,8 +55,7 @@ class Segments(Parser):
         return q if hit is not None else pos
 
     def run(self, inp: Input, pos: int) -> Run:
-        default = self._text(self.stops)
-        whole = Choice(self.alternatives, default)  # with all the input at hand: no coroutines
+        default, whole = self.text, self.whole
         after_segment = False
         while True:
             while inp.end <= pos and not inp.eof:

@@ -75,6 +75,18 @@ def test_until_streams_text_and_leaves_the_stop_and_its_whitespace():
     assert end == 10 and events == [("open", "t"), ("chunk", "t", "hello"), ("close", "t")]
 
 
+def test_until_holds_back_whitespace_a_loose_stop_may_take():
+    stop = Marker("</a>").loose()
+    p = Seq(Capture("t", Until([stop])), stop, Capture("u", Until([])))
+    end, events = same_streamed(p, "x y \n\n </a> z \n")
+    assert events == [("open", "t"), ("chunk", "t", "x y"), ("close", "t"), ("open", "u"), ("chunk", "u", "z \n"),
+                      ("close", "u")]
+    s = Session(Capture("t", Until([stop])))
+    assert s.feed("ab \n") == [("open", "t"), ("chunk", "t", "ab")]
+    assert s.feed(" \t") == []  # whitespace only: held with what was
+    assert s.feed("c ") == [("chunk", "t", " \n \tc")]
+
+
 def test_until_holds_back_a_partial_stop():
     s = Session(Capture("t", Until([Marker("</a>")])))
     assert s.feed("ab</") == [("open", "t"), ("chunk", "t", "ab")]

@@ -134,6 +134,21 @@ def test_random_output_streams_like_one_shot(parts, data):
     check_stream(PARSER, text, split(text, cuts))
 
 
+WS_PIECES = st.sampled_from([" ", "\n", "\t", "  \n", "\n\n", "word", "日本", "<think>", "</think>", "<tool_call>",
+                             "</tool_call>", '{"name": "get_weather", "arguments": {"city": " Paris\\n "}}'])
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(WS_PIECES, max_size=16), data=st.data())
+def test_whitespace_at_chunk_ends_streams_like_one_shot(parts, data):
+    """Whitespace that a marker may take before it is held back at a chunk's end and emitted
+    with the text that goes on: chunks of whitespace only, or ending in it, read as at once."""
+    text = "".join(parts)
+    bounds = [sum(map(len, parts[:i])) for i in range(1, len(parts))]
+    cuts = data.draw(st.sets(st.integers(1, max(1, len(text) - 1)), max_size=10))
+    check_stream(PARSER, text, split(text, set(bounds) | cuts))
+
+
 JSON_PIECES = st.sampled_from([
     "{", "}", "[", "]", ":", ",", " ", "\n", '"', "\\", '\\"', '"name"', '"arguments"', '"id"', '"type"',
     '"get_weather"', '"Paris"', '{"function": ', '"function"', "12", "-3.5e2", "1e", "true", "nul", "日本",
