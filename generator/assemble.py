@@ -134,6 +134,8 @@ class Assembler:
         self.open: str | None = None
         self.errors: list[dict[str, Any]] = []
         self.warnings: list[str] = []
+        self.deviations: list[dict[str, Any]] = []
+        self._sections = 0  # tool sections read
         self._name: list[str] = []
         self._id: list[str] = []
         self._in: str | None = None  # tag of the tool sub-region being read
@@ -186,6 +188,12 @@ class Assembler:
                     self.current = None
             elif kind == "warning":
                 self.warnings.append(ev[1])
+            elif kind == "deviation":  # a form the template does not write, read anyway (``strict`` refuses it)
+                self.deviations.append({"position": ev[1], "message": ev[2]})
+            elif kind == "section":
+                if self._sections:
+                    self.deviations.append({"position": ev[1], "message": "a second tool section"})
+                self._sections += 1
             elif kind == "error":
                 _, pos, msg = ev
                 self.errors.append({"position": pos, "message": msg})

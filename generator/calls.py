@@ -22,7 +22,7 @@ from analyzer.markers import is_marker, pairs, tokenize
 from analyzer.structures import FunctionFormat, Part, ToolCallStructure
 
 from .json_call import JsonCall, JsonCalls
-from .peg import NEED, Capture, Empty, Input, Lit, Marker, Parser, Repeat, Run, Seq
+from .peg import NEED, Capture, Empty, Input, Lit, Marker, Noted, Opt, Parser, Repeat, Run, Seq
 from .recovery import Closer
 from .skeleton import args_parser, first_piece, leads, literal, pieces, skeleton_call, stop_of
 
@@ -86,8 +86,9 @@ def _json_call(ts: ToolCallStructure) -> tuple[Parser, Marker | None, Marker | N
     closing = ["}" + frame[1]] if frame[1].strip() else []
     stops = [Marker.of(x) for x in (*closing, frame[1], ts.call_separator, ts.tool_section_end) if x.strip()]
     if ts.function_format == FunctionFormat.JSON_OBJECT:
+        wrappers = re.findall(r'"([^"]+)"\s*:\s*\{', ts.call_parts[0].text)  # ({"function": {"name": ...)
         inner = JsonCall(dict.fromkeys((ts.name_field, *NAME_KEYS)), dict.fromkeys((ts.args_field, *ARGS_KEYS)),
-                         ts.id_field, stops=stops)
+                         ts.id_field, stops=stops, wrappers=wrappers)
     else:
         inner = JsonCall((), (), "", name_as_key=True, stops=stops)
     return (inner, Marker.of(frame[0]) if frame[0].strip() else None,
@@ -184,7 +185,13 @@ def without_opener(ts: ToolCallStructure) -> ToolCallStructure | None:
             return None
         text = ts.call_parts[0].text
         rest = text[text.index(ps[1][1], text.index(ps[0][1]) + len(ps[0][1])):]
-        bare = replace(ts, call_parts=(Part("lit", rest), *ts.call_parts[1:]))
+        parts = [Part("lit", rest), *ts.call_parts[1:]]
+        last = parts[-1].text if len(parts) > 1 and parts[-1].kind == "lit" else ""
+        closer = next((c for _, c, marker in reversed(pieces(last)) if marker and pairs(ps[0][1], c)), "")
+        if closer:  # the opener's own closer goes with it: it ends the calls, if written at all
+            k = last.rindex(closer)
+            parts[-1] = Part("lit", last[:k].rstrip() + last[k + len(closer):])
+        bare = replace(ts, call_parts=tuple(parts), tool_section_end=closer)
     piece = first_piece(bare.call_parts[0].text)
     return bare if piece and (is_marker(piece) or piece.startswith("<")) and piece not in tool_guards(ts) else None
 
@@ -203,7 +210,9 @@ def bare_json_calls(ts: ToolCallStructure) -> bool:
 def _json_section(ts: ToolCallStructure, parallel: bool) -> Parser:
     call, frame_open, frame_close = _json_call(ts)
     start, end = json_section_markers(ts)
-    calls = JsonCalls(call, frame_open, frame_close, max_calls=None if parallel else 1)
+    sep = ts.call_separator.strip()
+    calls = JsonCalls(call, frame_open, frame_close, max_calls=None if parallel else 1,
+                      array=start != ts.tool_section_start, sep=sep if sep in (",", ";", "") else None)
     seq: list[Parser] = [literal(start, raw_before=True, raw_after=False)] if start.strip() else []
     seq.append(calls)
     if end.strip() and not turn_end_like(ts):  # may be cut off with the stop token
@@ -222,7 +231,7 @@ def tool_section(ts: ToolCallStructure, parallel: bool, *, with_start: bool = Tr
         ts = bare
     if json_calls(ts):
         return _json_section(ts, parallel)
-    end = "" if turn_end_like(ts) else ts.tool_section_end
+    end = ts.tool_section_end if not with_start or not turn_end_like(ts) else ""
     opener = first_piece(first_literal(ts.call_parts)) if first_literal(ts.call_parts).strip() else ""
     outer = [m for m in (stop_of(ts.call_separator, loose=True), stop_of(end, loose=True),
                          Marker(opener, "", "", True) if opener else None,
@@ -236,9 +245,24 @@ def tool_section(ts: ToolCallStructure, parallel: bool, *, with_start: bool = Tr
     if ts.tool_section_start.strip():
         seq.append(literal(ts.tool_section_start, raw_before=False, raw_after=False))
     seq.append(calls)
-    if end.strip():  # may be cut off with the stop token
+    if end.strip() and not with_start:  # (the opener's closer, written or not)
+        seq.append(Opt(literal(end, raw_before=False, raw_after=False)))
+    elif end.strip():  # may be cut off with the stop token
         seq.append(literal(end, raw_before=False, raw_after=False, optional=True))
     return Seq(*seq)
+
+
+class Sectioned(Noted):
+    """A tool section: a ``("section", start)`` event when ``p`` reads one (the assembler notes a
+    second section in one message: the template writes all calls in one)."""
+
+    def __init__(self, p: Parser) -> None:
+        super().__init__(p, "")
+
+    def _noted(self, inp: Input, pos: int, end: int) -> int:
+        if end > pos:
+            inp.events.append(("section", pos))
+        return end
 
 
 def turn_end_like(ts: ToolCallStructure) -> bool:

@@ -16,8 +16,8 @@ import re
 from json.decoder import scanstring
 from typing import Sequence
 
-from .peg import (FAIL, NEED, SCAN, SLOW, Capture, Input, JsonValue, Marker, Parser, Run, _Fast, drive, number_cut,
-                  past_ws, skip_ws)
+from .peg import (FAIL, NEED, SCAN, SLOW, Capture, Input, JsonValue, Marker, Parser, Run, _Fast, deviate, drive,
+                  number_cut, past_ws, skip_ws)
 from .recovery import Recover
 
 
@@ -28,8 +28,11 @@ class JsonCall(Parser):
     are kept raw up to ``stops`` (the call's closing markers)."""
 
     def __init__(self, name_fields: Sequence[str], args_fields: Sequence[str], id_field: str,
-                 name_as_key: bool = False, stops: Sequence[Marker] = ()) -> None:
+                 name_as_key: bool = False, stops: Sequence[Marker] = (), wrappers: Sequence[str] = ()) -> None:
+        self.wrappers = frozenset(wrappers)  # the keys of objects the template wraps the call in
         self.name_fields, self.args_fields = frozenset(name_fields), frozenset(args_fields)
+        # the keys the template writes (the first given); the others are synonyms
+        self.name_key, self.args_key = next(iter(name_fields), ""), next(iter(args_fields), "")
         self.id_field = id_field
         self.name_as_key = name_as_key
         self.stops = list(stops) or [Marker("}")]
@@ -96,6 +99,8 @@ class JsonCall(Parser):
                 events.append(("error", i + inp.base, f"repeated key {key!r} in the call object (ignored)"))
             elif (key in self.name_fields and isinstance(value, str)) or (key == self.id_field and self.id_field):
                 tag = "tool_name" if key in self.name_fields else "tool_id"
+                if tag == "tool_name" and key != self.name_key:
+                    events.append(self._synonym(i + inp.base, key, self.name_key))
                 named[0] = named[0] or tag == "tool_name"
                 events += [("open", tag)]
                 value = value if isinstance(value, str) else json.dumps(value)
@@ -104,9 +109,15 @@ class JsonCall(Parser):
                 events.append(("close", tag))
             elif key in self.args_fields:
                 args = decoded_json(value) if isinstance(value, str) else None
+                if key != self.args_key:
+                    events.append(self._synonym(i + inp.base, key, self.args_key))
+                if args is not None:
+                    events.append(("deviation", i + inp.base, ENCODED))
                 events += [("open", "tool_args"), ("chunk", "tool_args", text[i:j] if args is None else args),
                            ("close", "tool_args"), _JSON_OK]
             elif isinstance(value, dict) and not named[0]:
+                if key not in self.wrappers:
+                    events.append(("deviation", i + inp.base, _wrapped(key)))
                 if self._fast_object(inp, i, events, named) is None:  # a wrapper ({"function": {...}})
                     return None
             m = _NEXT.match(text, j)
@@ -120,6 +131,10 @@ class JsonCall(Parser):
         end = yield from self._object(inp, pos, [False])
         inp.recovered = False
         return end
+
+    @staticmethod
+    def _synonym(pos: int, key: str, own: str) -> tuple:
+        return ("deviation", pos, f"the call's {key!r} key where the template writes {own!r}")
 
     def _object(self, inp: Input, pos: int, named: list[bool]) -> Run:
         """The object's fields; a field this call does not name, holding an object, is read the
@@ -197,12 +212,18 @@ class JsonCall(Parser):
             elif key in self.name_fields and at(pos) == '"':
                 named[0] = True
                 value = self._name
+                if key != self.name_key:
+                    inp.events.append(self._synonym(pos, key, self.name_key))
             elif key in self.args_fields:
                 value = self._encoded_args if at(pos) == '"' else self._args
+                if key != self.args_key:
+                    inp.events.append(self._synonym(pos, key, self.args_key))
             elif key == self.id_field and self.id_field:
                 value = self._id
             elif not named[0] and at(pos) == "{":
                 value = None
+                if key not in self.wrappers:
+                    inp.events.append(("deviation", pos, _wrapped(key)))
                 pos = yield from self._object(inp, pos, named)
             if value is not None:
                 r = value.fast(inp, pos)
@@ -248,6 +269,11 @@ def _skip_now(inp: Input, pos: int) -> int:
     return i + inp.base
 
 
+def _wrapped(key: str) -> str:
+    return f"the call wrapped in a {key!r} object"
+
+
+ENCODED = "arguments written as a JSON-encoded string"
 _WS = re.compile(r"[ \t\r\n]*")
 _JSON_OK = ("json_ok",)  # the arguments just closed were decoded whole: valid JSON
 _NAME_OPEN, _ID_OPEN, _ARGS_OPEN = ("open", "tool_name"), ("open", "tool_id"), ("open", "tool_args")
@@ -291,7 +317,10 @@ class EncodedJson(Parser):
         if found is None:
             return SLOW
         end = found[1] + inp.base
-        inp.emit(inp.tag(None), decoded_json(found[0]) or inp.get(pos, end), end)
+        decoded = decoded_json(found[0])
+        if decoded is not None:
+            inp.events.append(("deviation", pos, ENCODED))
+        inp.emit(inp.tag(None), decoded or inp.get(pos, end), end)
         inp.events.append(_JSON_OK)
         return end
 
@@ -308,7 +337,10 @@ class EncodedJson(Parser):
             value = json.loads(raw)
         except ValueError:
             value = None
-        inp.emit(inp.tag(None), (decoded_json(value) if isinstance(value, str) else None) or raw, end)
+        decoded = decoded_json(value) if isinstance(value, str) else None
+        if decoded is not None:
+            inp.events.append(("deviation", start, ENCODED))
+        inp.emit(inp.tag(None), decoded or raw, end)
         inp.events.append(_JSON_OK)
         return end
 
@@ -356,8 +388,12 @@ class JsonCalls(Parser):
     read (1 when the request does not allow parallel calls)."""
 
     def __init__(self, call: Parser, frame_open: Marker | None = None, frame_close: Marker | None = None,
-                 max_calls: int | None = None) -> None:
+                 max_calls: int | None = None, array: bool | None = None, sep: str | None = None) -> None:
         self.call = call
+        # the template's own form (None: not known): calls in a JSON array or not, and what
+        # separates them ("," or "" for whitespace); the others are deviations
+        self.array = array
+        self.sep = sep
         self.frame_open = frame_open.loose() if frame_open is not None and frame_open.core else None
         self.frame_close = frame_close.loose() if frame_close is not None and frame_close.core else None
         self.max_calls = max_calls
@@ -394,6 +430,8 @@ class JsonCalls(Parser):
             p = (yield from self.frame_open.run(inp, p)) if r == SLOW else r
         p = (past_ws(inp, p) if inp.eof else (yield from skip_ws(inp, p)))
         array = inp.get(p, p + 1) == "["
+        if self.array is not None and array != self.array:
+            deviate(inp, p, "calls in a JSON array" if array else "a call not in a JSON array")
         if array:
             p = (past_ws(inp, p + 1) if inp.eof else (yield from skip_ws(inp, p + 1)))
         while True:
@@ -417,9 +455,11 @@ class JsonCalls(Parser):
             q = (past_ws(inp, p) if inp.eof else (yield from skip_ws(inp, p)))
             c = inp.get(q, q + 1)
             if c in ",;":
+                self._separated(inp, q, c)
                 p = (past_ws(inp, q + 1) if inp.eof else (yield from skip_ws(inp, q + 1)))
                 continue
             if c == "{":  # the comma forgotten
+                self._separated(inp, q, "")
                 p = q
                 continue
             if c == "]":
@@ -432,6 +472,8 @@ class JsonCalls(Parser):
                 p = (yield from self.frame_close.run(inp, q)) if r == SLOW else r
             elif self.frame_close is not None and inp.eof and q >= inp.end:
                 inp.events.append(("error", q, f"output ends before {self.frame_close.core!r}"))
+            elif self.frame_close is not None:
+                deviate(inp, q, f"{self.frame_close.core!r} missing")
         if not array:
             inp.events.append(("close", "tool_call", p, True))
         return p, count
@@ -448,8 +490,16 @@ class JsonCalls(Parser):
             if self.max_calls is not None and count >= self.max_calls:
                 return pos
             q = (past_ws(inp, pos) if inp.eof else (yield from skip_ws(inp, pos)))
-            if inp.get(q, q + 1) in (",", ";"):
+            sep = inp.get(q, q + 1) if inp.get(q, q + 1) in (",", ";") else ""
+            if sep:
                 q = (past_ws(inp, q + 1) if inp.eof else (yield from skip_ws(inp, q + 1)))
             if not (yield from self._starts(inp, q)):
                 return pos
+            self._separated(inp, q, sep)
             p = q
+
+    def _separated(self, inp: Input, pos: int, sep: str) -> None:
+        """Two calls separated by ``sep`` ("" for whitespace): a deviation when the template
+        separates them otherwise."""
+        if self.sep is not None and sep != self.sep:
+            deviate(inp, pos, f"calls separated by {sep or 'whitespace'!r}, not {self.sep or 'whitespace'!r}")

@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 from analyzer.markers import is_marker, tokenize
 from analyzer.structures import FunctionFormat, ReasoningMode, TemplateAnalysis
 
-from .calls import (bare_json_calls, call_guards, channel_call, channel_parts, section_end, separator_ws,
+from .calls import (Sectioned, bare_json_calls, call_guards, channel_call, channel_parts, section_end, separator_ws,
                     tool_guards, tool_section, tool_stops, turn_end_like)
 from .skeleton import skeleton_call
-from .peg import Ahead, Attempt, Capture, Check, Lazy, OptMarker, Text, Choice, Empty, Lit, Marker, Opt, Parser, Repeat, Seq, Until, Ws
+from .peg import (Ahead, Attempt, Capture, Check, Choice, Empty, Lazy, Lit, Marker, Noted, Opt, OptMarker, Parser, Repeat,
+                  Seq, Text, Until, Ws)
 from .recovery import AtEnd, Segments, TextUntilCall
 
 
@@ -171,7 +172,8 @@ class _Builder:
     def forced_open(self, body: Parser) -> Parser:
         """The prompt opened reasoning: the output starts inside it (the model may write the
         start marker again)."""
-        again = OptMarker(self.start_m, loose_after=False) if self.start_m is not None else Empty()
+        again = Noted(OptMarker(self.start_m, loose_after=False), "the reasoning start written again") \
+            if self.start_m is not None else Empty()
         return Seq(again, self.reasoning_body(), self.after_reasoning(), body)
 
     # ---- content, tools, ends
@@ -201,7 +203,9 @@ class _Builder:
         for guards, with_start in ((tool_guards(ts), True), (call_guards(ts), False)):  # (without the opener)
             if not guards:
                 continue
-            sep, section = separator_ws(ts, with_start), self.section(with_start)
+            sep, section = separator_ws(ts, with_start), Sectioned(self.section(with_start))
+            if not with_start:
+                section = Noted(section, "calls written without the tool section's opener")
             if sep:  # the separator before the calls is theirs, not the content's
                 section = Seq(Marker("", sep), section)
                 guards = tuple(dict.fromkeys(x for g in guards for x in Marker(g, sep).first()))

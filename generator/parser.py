@@ -199,10 +199,18 @@ class MessageStream:
             inp = self._session.inp
             self._asm.errors.append({"position": inp.error_pos, "message": inp.error})
         message = self._asm.message()
-        if self._strict and "parse_error" in message:
-            err = message["parse_error"]
-            raise ParseError(err["message"], position=err["position"])
+        if self._strict:
+            err = message.get("parse_error") or min(self.deviations, key=lambda d: d["position"], default=None)
+            if err is not None:
+                raise ParseError(err["message"], position=err["position"])
         return message, out
+
+    @property
+    def deviations(self) -> list[dict[str, Any]]:
+        """The forms read so far that the template does not write (``position``, ``message``):
+        whitespace other than the template's, a marker written again or left out, a call in
+        another shape. The message does not change for them; ``strict`` refuses them."""
+        return self._asm.deviations
 
 
 class MessageParser:
@@ -282,3 +290,8 @@ class CompletingStream:
         assert self.inner is not None
         message, events = self.inner.finish()
         return message, out + events
+
+    @property
+    def deviations(self) -> list[dict[str, Any]]:
+        """See :attr:`MessageStream.deviations`."""
+        return self.inner.deviations if self.inner is not None else []

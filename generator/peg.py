@@ -228,6 +228,11 @@ def wake_for(inp: Input, at: int, guards: Iterable[str]) -> int:
     return min((at + len(g) for g in guards if len(g) > len(avail) and g.startswith(avail)), default=0)
 
 
+def deviate(inp: Input, pos: int, what: str) -> None:
+    """A form the template does not write was read at ``pos`` (an event; see ``strict``)."""
+    inp.events.append(("deviation", pos, what))
+
+
 def mark(inp: Input) -> tuple:
     """What a composite ``fast()`` restores when it gives up (its parts emitted events)."""
     return len(inp.events), inp.chunks, inp.chunk_pos, inp.error_pos, inp.error
@@ -625,6 +630,37 @@ def guards_of(p: Parser) -> tuple[str, ...]:
     if f is None or not [x for x in f if x]:
         raise ValueError(f"{p!r} has no literal to decide on")
     return tuple(x for x in f if x)
+
+
+class Noted(Parser):
+    """``p``, noting a form the template does not write (a deviation event, see ``strict``):
+    ``p`` read something (``missing`` off: an extra the template never writes) or read nothing
+    (``missing`` on: something the template writes was left out)."""
+
+    def __init__(self, p: Parser, what: str, missing: bool = False) -> None:
+        self.p = p
+        self.what = what
+        self.missing = missing
+
+    def _noted(self, inp: Input, pos: int, end: int) -> int:
+        if end >= 0 and (end == pos) == self.missing:
+            deviate(inp, pos, self.what)
+        return end
+
+    def run(self, inp: Input, pos: int) -> Run:
+        r = self.p.fast(inp, pos)
+        end = (yield from self.p.run(inp, pos)) if r == SLOW else r
+        return self._noted(inp, pos, end)
+
+    def fast(self, inp: Input, pos: int) -> int:
+        r = self.p.fast(inp, pos)
+        return r if r == SLOW else self._noted(inp, pos, r)
+
+    def first(self) -> tuple[str, ...] | None:
+        return self.p.first()
+
+    def nullable(self) -> bool:
+        return self.p.nullable()
 
 
 def Opt(p: Parser, guards: tuple[str, ...] | None = None) -> Parser:

@@ -239,7 +239,7 @@ class TextUntilCall(Parser):
                 r = check.fast(inp, at)
                 end = (yield from check.run(inp, at)) if r == SLOW else r
                 if end != FAIL:
-                    inp.events.append(("warning", self.warning))
+                    inp.events += [("warning", self.warning), ("deviation", at, self.warning)]
                     return pos
             inp.events += [("open", self.tag), ("chunk", self.tag, inp.get(pos, at + len(hit))), ("close", self.tag)]
             inp.chunks += 1

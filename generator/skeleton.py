@@ -25,8 +25,8 @@ from typing import Sequence
 from analyzer.markers import is_marker, tokenize
 from analyzer.structures import FunctionFormat, Part, ToolCallStructure
 
-from .peg import (SLOW, Attempt, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, Opt, Parser, Repeat, Run, Seq,
-                  Until, Ws, drive, skip_ws)
+from .peg import (SLOW, Attempt, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, Noted, Opt, Parser, Repeat, Run,
+                  Seq, Until, Ws, deviate, drive, skip_ws)
 from .recovery import Recover
 from .values import PYTHON, LiteralValue
 
@@ -120,7 +120,8 @@ def literal(text: str, *, raw_before: bool, raw_after: bool, optional: bool = Fa
         if ns is not None:  # the namespace before the name may be missing
             if ns.start():
                 seq.append(Marker(piece[:ns.start()], m.before, "", loose_before, False))
-            seq.append(Opt(Marker(ns.group(0), "", m.after, False, loose_after), (ns.group(0),)))
+            seq.append(Noted(Opt(Marker(ns.group(0), "", m.after, False, loose_after), (ns.group(0),)),
+                             f"the function name without its namespace {ns.group(0)!r}", missing=True))
         elif optional and (marker or not groups):
             groups.append(([m], piece))
         elif optional:
@@ -149,6 +150,8 @@ class OptionalGroup(Parser):
             q = yield from skip_ws(inp, pos)
             if inp.eof and (q >= inp.end or self.core.startswith(inp.get(q, inp.end))):
                 inp.events.append(("error", q, f"output ends before {self.core!r}"))
+            else:
+                deviate(inp, q, f"{self.core!r} missing")
         return end
 
     def fast(self, inp: Input, pos: int) -> int:
@@ -270,11 +273,13 @@ class TaggedArgs:
         fmt = dict(ts.value_formats).get("string")
         python = ts.function_format == FunctionFormat.PYTHONIC
         if fmt is not None and not fmt.raw_strings:
-            return Capture("arg_literal", LiteralValue(fmt, stops=cores, python_quotes=python))
+            own = None if fmt.kind.startswith("python") else (fmt.str_open,)
+            return Capture("arg_literal", LiteralValue(fmt, stops=cores, python_quotes=python, own_quotes=own))
         raw = Capture("arg_value", Until(stops, to_end=True))
         quoted_by_template = before is not None and before.kind == "lit" and before.text.rstrip()[-1:] in "'\""
-        if python and not quoted_by_template:
-            return Choice([(("'", '"', "[", "{"), Capture("arg_literal", LiteralValue(PYTHON, stops=cores)))], raw)
+        if python and not quoted_by_template:  # (the template writes strings unquoted)
+            value = LiteralValue(PYTHON, stops=cores, own_quotes=())
+            return Choice([(("'", '"', "[", "{"), Capture("arg_literal", value))], raw)
         return raw
 
     def parser(self) -> Parser:

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from analyzer.structures import ValueFormat
 
-from .peg import Input, NEED, Parser, Run
+from .peg import NEED, Input, Parser, Run, deviate
 
 PYTHON = ValueFormat(kind="python_repr")
 
@@ -225,7 +225,7 @@ class LiteralValue(Parser):
     Emits its raw text as one chunk when complete (it is converted to JSON afterwards)."""
 
     def __init__(self, fmt: ValueFormat, tag: str | None = None, stops: Sequence[str] = (),
-                 python_quotes: bool = False) -> None:
+                 python_quotes: bool = False, own_quotes: Sequence[str] | None = None) -> None:
         self.fmt = fmt
         self.tag = tag
         self.stops = tuple(s for s in stops if s)  # markers that end a bare word (what follows the value)
@@ -235,6 +235,8 @@ class LiteralValue(Parser):
         if fmt.kind in ("python_repr", "python_str") or python_quotes:  # (models quote as Python does)
             quotes = list(dict.fromkeys([("'''", "'''"), ('"""', '"""'), *quotes, ("'", "'"), ('"', '"')]))
         self.quotes = quotes
+        # the quotes the template writes around a value (a value in another is a deviation); all by default
+        self.own_quotes = frozenset(q for q, _ in quotes) if own_quotes is None else frozenset(own_quotes)
         # a backslash escapes the closing quote when the format escapes with backslashes
         self.backslash = (fmt.escape in ("json", "python") or fmt.kind.startswith("python") or python_quotes
                           or any(w.startswith("\\") for _, w in fmt.escapes))
@@ -264,6 +266,8 @@ class LiteralValue(Parser):
             matched = False
             for q_open, q_close in self.quotes:
                 if inp.startswith(q_open, pos):
+                    if q_open not in self.own_quotes and not stack:  # (nested ones: the format's dialect)
+                        deviate(inp, pos, f"a string quoted with {q_open}")
                     j = pos + len(q_open)
                     while True:
                         k = inp.find(q_close, j)

@@ -59,6 +59,22 @@ def test_strict_parse_error_exits_1(tmp_path, capsys):
     assert code == EXIT_ANALYSIS and err.startswith("parse error:") and "position" in err
 
 
+def test_forms_the_template_does_not_write_are_listed_and_strict_refuses_them(tmp_path, capsys):
+    out_file = tmp_path / "out.txt"
+    out_file.write_text('<tool_call>\n{"name": "get_weather", "parameters": {"city": "Paris"}}\n</tool_call>')
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS))
+    code, out, _ = run(capsys, OWN, "--tools", str(tools), "--parse", str(out_file), "--json")
+    data = json.loads(out)
+    assert code == EXIT_OK and data["message"]["tool_calls"]
+    assert [d["message"] for d in data["deviations"]] == ["the call's 'parameters' key where the template writes "
+                                                          "'arguments'"]
+    code, out, _ = run(capsys, OWN, "--tools", str(tools), "--parse", str(out_file))
+    assert code == EXIT_OK and "Read leniently" in out
+    code, _, err = run(capsys, OWN, "--tools", str(tools), "--parse", str(out_file), "--strict")
+    assert code == EXIT_ANALYSIS and "'parameters' key" in err
+
+
 @pytest.mark.parametrize("make, expect", [
     (lambda d: ["/nonexistent/x.jinja"], "x.jinja"),
     (lambda d: [str(d / "bad.json")], "bad.json"),

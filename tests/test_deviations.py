@@ -5,7 +5,9 @@ generic ways models deviate (whitespace between markers, the reasoning start wri
 compact or pretty JSON, key synonyms, missing closers, Python quoting, ...) and must parse to
 the same message; prose and code that merely contain call syntax must stay content. Each
 perturbed output is also streamed in random chunkings (1 to 17 characters) and with every
-marker whole, and must give what one-shot parsing gives.
+marker whole, and must give what one-shot parsing gives. A strict parse must refuse each
+perturbed output unless it keeps the template's form (whitespace, JSON layout, text that stays
+content), and must accept the rendered output itself.
 
 A (template, perturbation) pair passes when all its outputs do. ``KNOWN`` lists the pairs that
 fail today, each with its reason; the list is exact (a new failure fails, and so does a listed
@@ -21,7 +23,7 @@ from typing import Any
 
 from analyzer.errors import ChatAutoparserError
 from analyzer.markers import tokenize
-from generator.verify.deviations import Output, deviations, problem
+from generator.verify.deviations import Output, deviations, problem, strict_problem
 
 AMBIGUOUS_AFTER = ("content written right after a call whose closer is missing runs into its last value: "
                    "nothing tells where the value ends")
@@ -113,10 +115,13 @@ def results_of(entry, analyzed, fixed_points) -> dict[str, list[str]]:
             if fp.skipped or not fp.ok:
                 continue
             base = Output.of(analysis, fp)
+            why = strict_problem(base.parser, base.text, refused=False)
+            if why is not None:  # the template's own form: strict accepts it
+                out.setdefault("rendered_output", []).append(f"{fp.scenario}: {why}")
             for dev in deviations(base):
                 problems = out.setdefault(dev.perturbation, [])
                 got = base.parser.parse(dev.text)
-                why = problem(got, dev.expected, dev.text)
+                why = problem(got, dev.expected, dev.text) or strict_problem(base.parser, dev.text, dev.strict)
                 if why is None:
                     seed = zlib.crc32(f"{entry.name}|{dev.perturbation}|{dev.text}".encode())
                     for chunks in chunkings(dev.text, seed):

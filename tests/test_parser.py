@@ -113,6 +113,12 @@ def test_generic_deviations_give_the_call(name, text):
     assert calls(parse(name, text)) == [("get_weather", {"city": "Paris"})]
 
 
+def test_a_call_without_its_opener_takes_the_openers_closer_if_written():
+    m = parse("llama.cpp/Qwen3.5-4B.jinja", "</think>\n\n<function=get_weather>\n<parameter=city>\nParis\n"
+                                            "</parameter>\n</function>\n</tool_call>\nDone.")
+    assert calls(m) == [("get_weather", {"city": "Paris"})] and m["content"] == "Done." and "parse_error" not in m
+
+
 def test_two_calls_in_one_deepseek_section_and_in_two_sections():
     call = "<｜tool▁call▁begin｜>{}<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
     one = call.format("get_weather", '{"city": "Paris"}') + call.format("search", '{"query": "x"}')
@@ -204,3 +210,60 @@ def test_parallel_calls_of_a_format_that_names_calls_only_in_their_ids():
             + call.format("search", 1, '{"query": "x"}') + "<|tool_calls_section_end|>")
     m = parse("extra/moonshotai-Kimi-K2.5.jinja", text, enable_thinking=False)
     assert calls(m) == [("get_weather", {"city": "Paris"}), ("search", {"query": "x"})]
+
+
+# --------------------------------------------------------------------------- strict
+
+QWEN25 = "llama.cpp/Qwen-Qwen2.5-7B-Instruct.jinja"
+
+
+def strict_error(name: str, text: str, **kwargs):
+    """The ParseError a strict parse raises (streamed and one-shot alike), None when it accepts."""
+    from analyzer.errors import ParseError
+    kwargs.setdefault("tools", TOOLS)
+    parser = generate_parser(analysis(name), **kwargs).parser
+    outcomes = []
+    for run in (lambda: parser.parse(text, strict=True), lambda: parser.stream(strict=True).whole(text)):
+        try:
+            run()
+            outcomes.append(None)
+        except ParseError as e:
+            outcomes.append((str(e), e.position))
+    assert outcomes[0] == outcomes[1]
+    return outcomes[0]
+
+
+@pytest.mark.parametrize("name, text, what", [
+    (QWEN25, '<tool_call>\n{"name": "get_weather", "parameters": {"city": "Paris"}}\n</tool_call>', "'parameters' key"),
+    (QWEN25, '<tool_call>\n{"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}\n</tool_call>',
+     "JSON-encoded string"),
+    (QWEN25, '<tool_call>\n{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}\n</tool_call>',
+     "wrapped in a 'function' object"),
+    (QWEN25, '<tool_call>\n[{"name": "get_weather", "arguments": {"city": "Paris"}}]\n</tool_call>', "JSON array"),
+    (QWEN25, '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<tool_call>\n'
+             '{"name": "search", "arguments": {"query": "x"}}\n</tool_call>', None),
+    (QWEN25, '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n<tool_call>\n'
+             '{"name": "search", "arguments": {"query": "x"}}\n</tool_call>', "'</tool_call>' missing"),
+    (QWEN_THINKING, "<think>\nhmm\n</think>\n\nHi", "reasoning start written again"),
+    ("llama.cpp/mistralai-Mistral-Nemo-Instruct-2407.jinja",
+     '[TOOL_CALLS]{"name": "get_weather", "arguments": {"city": "Paris"}}', "not in a JSON array"),
+    ("extra/baseten-Llama-3.2-3B-Instruct-pythonic.jinja", "[get_weather(city=\"Paris\")]", "quoted with \""),
+    ("llama.cpp/Qwen3.5-4B.jinja", '</think>\n\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n'
+                                   '</function>', "without the tool section's opener"),
+    ("llama.cpp/Qwen3.5-4B.jinja", '<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>',
+     "reasoning was not closed"),
+])
+def test_strict_refuses_each_form_the_template_does_not_write(name, text, what):
+    """The lenient parser reads these; a strict parse refuses each, saying what and where. The
+    parallel calls exactly as the template writes them are accepted."""
+    err = strict_error(name, text)
+    if what is None:
+        assert err is None
+    else:
+        assert err is not None and what in err[0], err
+        assert 0 <= err[1] <= len(text)
+
+
+def test_strict_accepts_whitespace_and_json_layout():
+    assert strict_error(QWEN25, '\n\n<tool_call>\n  {"name":"get_weather",\n "arguments":{"city":"Paris"}}  </tool_call>') \
+        is None

@@ -13,6 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from analyzer.errors import ParseError
 from generator.verify.fixed_point import RT_TOOLS
 from generator import as_delta, generate_parser
 
@@ -61,11 +62,28 @@ def split(text: str, cuts: set[int]) -> list[str]:
     return [text[a:b] for a, b in zip(points, points[1:]) if b > a]
 
 
+def strict_outcome(parse) -> str | None:
+    """What a strict parse raises (message and position), None when it accepts."""
+    try:
+        parse()
+    except ParseError as e:
+        return f"{e} @ {e.position}"
+    return None
+
+
 def check_stream(parser, text: str, chunks: list[str]) -> None:
     one_shot = parser.parse(text)
     streamed, events = stream_parse(parser, chunks)
     assert streamed == one_shot, f"chunks {chunks!r}"
     assert accumulate(events) == final_fields(one_shot), f"deltas differ from the message; chunks {chunks!r}"
+
+    def strict_stream() -> None:
+        s = parser.stream(strict=True)
+        for c in chunks:
+            s.feed(c)
+        s.finish()
+    assert strict_outcome(strict_stream) == strict_outcome(lambda: parser.parse(text, strict=True)), \
+        f"strict streaming differs from strict one-shot; chunks {chunks!r}"
 
 
 def mutations(text: str, data) -> list[str]:

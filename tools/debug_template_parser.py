@@ -47,11 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--tools", metavar="FILE", help="JSON list of OpenAI tools (or an object with a \"tools\" list)")
     g.add_argument("--tool-choice", choices=("auto", "required", "none"), default="auto")
     g.add_argument("--no-parallel", action="store_true", help="parallel_tool_calls=false")
-    g.add_argument("--no-thinking", action="store_true", help="enable_thinking=false")
+    g.add_argument("--no-thinking", action="store_true",
+                   help="enable_thinking=false (default: the template's own default, kwargs not passed)")
     g.add_argument("--parse", metavar="FILE", help="a model output to parse (- for stdin)")
     g.add_argument("--chunk", type=int, metavar="N", help="with --parse: stream it N characters at a time and "
                                                            "show the deltas")
-    g.add_argument("--strict", action="store_true", help="with --parse: a parse error is an error (exit 1)")
+    g.add_argument("--strict", action="store_true", help="with --parse: a parse error, or a form the template does not write, is an error (exit 1)")
     return p
 
 
@@ -213,8 +214,10 @@ def render_report(a: TemplateAnalysis, template: Any = None) -> Any:
     return Panel(Group(*parts, legend), title=f"{a.template}  (sha256 {a.sha256[:12]}…, {a.engine})")
 
 
-def request_report(params: Any, message: dict[str, Any] | None, deltas: list[dict[str, Any]] | None) -> Any:
-    """Rich renderables for a request's parameters and a parsed output."""
+def request_report(params: Any, message: dict[str, Any] | None, deltas: list[dict[str, Any]] | None,
+                   deviations: Sequence[dict[str, Any]] = ()) -> Any:
+    """Rich renderables for a request's parameters and a parsed output (and the forms read in
+    it that the template does not write)."""
     from rich.console import Group
     from rich.panel import Panel
     from rich.syntax import Syntax
@@ -236,23 +239,26 @@ def request_report(params: Any, message: dict[str, Any] | None, deltas: list[dic
     if message is not None:
         parts.append(Panel(Syntax(json.dumps(message, ensure_ascii=False, indent=2), "json", word_wrap=True),
                            title="Parsed message", title_align="left"))
+    if deviations:
+        parts.append(Panel(Text("\n".join(f"{d['position']}: {d['message']}" for d in deviations)),
+                           title="Read leniently (--strict refuses these)", title_align="left"))
     if deltas is not None:
         parts.append(Panel(Text("\n".join(json.dumps(d, ensure_ascii=False) for d in deltas)),
                            title=f"Deltas ({len(deltas)})", title_align="left"))
     return Group(*parts)
 
 
-def _parse(params: Any, text: str, chunk: int | None, strict: bool) -> tuple[dict[str, Any], list | None]:
+def _parse(params: Any, text: str, chunk: int | None,
+           strict: bool) -> tuple[dict[str, Any], list | None, list[dict[str, Any]]]:
+    """(message, deltas when streamed in ``chunk``-character pieces, deviations)."""
     from generator import as_delta
-    if not chunk:
-        return params.parser.parse(text, strict=strict), None
     stream = params.parser.stream(strict=strict)
     events: list[dict[str, Any]] = []
-    for i in range(0, len(text), chunk):
-        events += stream.feed(text[i:i + chunk])
+    for i in range(0, len(text), chunk or max(1, len(text))):
+        events += stream.feed(text[i:i + (chunk or len(text))])
     message, tail = stream.finish()
-    deltas = [d for d in (as_delta(e) for e in events + tail) if d is not None]
-    return message, deltas
+    deltas = [d for d in (as_delta(e) for e in events + tail) if d is not None] if chunk else None
+    return message, deltas, stream.deviations
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -279,14 +285,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_ANALYSIS
     params = message = deltas = None
+    deviations: list[dict[str, Any]] = []
     code = EXIT_OK
     if tools is not None or output is not None:
         from generator import generate_parser
         params = generate_parser(analysis, tools=tools, tool_choice=args.tool_choice,
-                                 parallel_tool_calls=not args.no_parallel, enable_thinking=not args.no_thinking)
+                                 parallel_tool_calls=not args.no_parallel,
+                                 enable_thinking=False if args.no_thinking else None)
         if output is not None:
             try:
-                message, deltas = _parse(params, output, args.chunk, args.strict)
+                message, deltas, deviations = _parse(params, output, args.chunk, args.strict)
             except ChatAutoparserError as e:  # strict: a ParseError names the position
                 print(f"parse error: {e}", file=sys.stderr)
                 return EXIT_ANALYSIS
@@ -296,6 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             data = {"analysis": data, "chat_params": params.to_dict()}
             if message is not None:
                 data["message"] = message
+                data["deviations"] = deviations
             if deltas is not None:
                 data["deltas"] = deltas
         sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
@@ -304,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     console.print(render_report(analysis, loaded))
     if params is not None:
-        console.print(request_report(params, message, deltas))
+        console.print(request_report(params, message, deltas, deviations))
     return code
 
 

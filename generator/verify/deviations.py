@@ -7,9 +7,10 @@ pretty, one object where the template writes an array, a key synonym, a missing 
 quoting... Every perturbation is derived from the analysis (the markers, the call skeleton, the
 value formats), never from a model name, and applies only where the format admits it.
 
-The perturbed output must parse to the same message. A second family, the *precision* checks,
-goes the other way: prose and code that merely contain call-like text must stay content,
-verbatim.
+The perturbed output must parse to the same message, and a strict parse must refuse it unless
+it keeps the template's form (whitespace and JSON layout are never refused). A second family,
+the *precision* checks, goes the other way: prose and code that merely contain call-like text
+must stay content, verbatim.
 
 Example::
 
@@ -30,10 +31,13 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Callable, Iterator
 
+from analyzer.errors import ParseError
 from analyzer.formatter import format_call, format_tool_calls
 from analyzer.markers import is_marker, tokenize
 from analyzer.structures import FunctionFormat, ReasoningMode, TemplateAnalysis, ToolCallStructure
 
+from ..calls import section_end, turn_end_like
+from ..message import split_turn_end
 from ..params import generate_parser
 from ..parser import MessageParser
 from .fixed_point import CONTENT, RT_TOOLS, FixedPoint
@@ -102,13 +106,15 @@ class Output:
 
 @dataclass(frozen=True)
 class Deviation:
-    """One perturbed output and the message it must parse to."""
+    """One perturbed output and the message it must parse to; ``strict``: whether a strict
+    parse must refuse it (a form the template does not write)."""
 
     perturbation: str
     scenario: str
     text: str
     expected: Message
     original: str
+    strict: bool = True
 
 
 # --------------------------------------------------------------------------- perturbations
@@ -120,6 +126,9 @@ class Perturbation:
     make: Callable[[Output], list[str]]  # the perturbed outputs (none: it does not apply)
     # the expected message when it is not the original one (precision checks)
     expect: Callable[[Output, str], Message] | None = None
+    # the perturbed text is still the template's form for ``strict`` parsing: whitespace
+    # around structure and inside JSON, JSON key order, and text that stays content
+    canonical: bool = False
 
 
 def _json_format(ts: ToolCallStructure) -> bool:
@@ -521,20 +530,21 @@ def _as_content(out: Output, perturbed: str) -> Message:
 
 PERTURBATIONS: tuple[Perturbation, ...] = (
     Perturbation("ws_added_between_markers", "a newline or space between adjacent markers and JSON brackets",
-                 _ws_added),
+                 _ws_added, canonical=True),
     Perturbation("ws_removed_between_markers", "no whitespace where the template writes some between markers",
-                 _ws_removed),
-    Perturbation("json_compact", "JSON written without spaces", _compact),
-    Perturbation("json_pretty", "JSON written indented over several lines", _pretty),
-    Perturbation("indented_markup", "markup lines indented", _indented),
+                 _ws_removed, canonical=True),
+    Perturbation("json_compact", "JSON written without spaces", _compact, canonical=True),
+    Perturbation("json_pretty", "JSON written indented over several lines", _pretty, canonical=True),
+    Perturbation("indented_markup", "markup lines indented", _indented, canonical=True),
     Perturbation("reasoning_start_again", "the reasoning start written again after a prompt that opened it",
                  _reasoning_start_again),
-    Perturbation("ws_before_reasoning_start", "whitespace before the reasoning start marker", _ws_before_reasoning),
+    Perturbation("ws_before_reasoning_start", "whitespace before the reasoning start marker", _ws_before_reasoning,
+                 canonical=True),
     Perturbation("reasoning_unclosed_before_call", "reasoning never closed, a well-formed call after it",
                  _reasoning_unclosed),
     Perturbation("args_key_synonym", "arguments under 'parameters' for 'arguments' (or the reverse)", _synonym),
     Perturbation("args_as_json_string", "arguments given as a JSON-encoded string", _args_as_string),
-    Perturbation("fields_reordered", "the call object's fields in the other order", _reordered),
+    Perturbation("fields_reordered", "the call object's fields in the other order", _reordered, canonical=True),
     Perturbation("object_for_array", "one call object where the template writes an array of one", _array_dropped),
     Perturbation("array_for_object", "a JSON array of calls where the template writes bare objects", _array_added),
     Perturbation("calls_comma_separated", "call objects separated by a comma", _separated(", ")),
@@ -552,9 +562,9 @@ PERTURBATIONS: tuple[Perturbation, ...] = (
     Perturbation("python_single_quotes", "Python string arguments in single quotes", _python_quoted("'")),
     Perturbation("python_double_quotes", "Python string arguments in double quotes", _python_quoted('"')),
     Perturbation("prose_with_call_json", "prose that contains a call-like JSON object stays content",
-                 _prose_with_call_json, expect=_as_content),
+                 _prose_with_call_json, expect=_as_content, canonical=True),
     Perturbation("code_block_with_call", "a fenced code block showing a call stays content", _code_block_with_call,
-                 expect=_as_content),
+                 expect=_as_content, canonical=True),
 )
 
 
@@ -565,7 +575,22 @@ def deviations(out: Output, perturbations: tuple[Perturbation, ...] = PERTURBATI
             if text == out.text:
                 continue
             expected = p.expect(out, text) if p.expect is not None else out.message
-            yield Deviation(p.name, out.scenario, text, expected, out.text)
+            yield Deviation(p.name, out.scenario, text, expected, out.text, _refused(out, p, text))
+
+
+def _refused(out: Output, p: Perturbation, text: str) -> bool:
+    """Whether a strict parse refuses the perturbed ``text``: not when the perturbation keeps
+    the template's form (``canonical``), changes whitespace only, or drops a section end that
+    is the model's stop token (a server strips it: the template's form ends there)."""
+    if p.canonical or _SPACE.sub("", text) == _SPACE.sub("", out.text):
+        return False
+    if p.name == "section_end_missing":
+        ts = split_turn_end(out.analysis)[0].tool_call_structure
+        return bool(section_end(ts).strip()) and not turn_end_like(ts)
+    return True
+
+
+_SPACE = re.compile(r"\s+")
 
 
 # --------------------------------------------------------------------------- comparing
@@ -599,6 +624,18 @@ def problem(got: Message, want: Message, text: str = "") -> str | None:
 
 
 def check(out: Output, dev: Deviation) -> str | None:
-    """One-shot: why the perturbed output does not parse to the expected message (None: it does)."""
+    """One-shot: why the perturbed output does not parse to the expected message, or why a
+    strict parse does not refuse it when it must, or refuses it when it must not (None: all
+    as required)."""
     got = out.parser.parse(dev.text)
-    return problem(got, dev.expected, dev.text)
+    return problem(got, dev.expected, dev.text) or strict_problem(out.parser, dev.text, dev.strict)
+
+
+def strict_problem(parser: Any, text: str, refused: bool) -> str | None:
+    """Why ``parser.parse(text, strict=True)`` does not do as required: raise ``ParseError``
+    (``refused``) or not."""
+    try:
+        parser.parse(text, strict=True)
+    except ParseError as e:
+        return None if refused else f"strict parse refuses it: {e}"
+    return "strict parse accepts it" if refused else None
