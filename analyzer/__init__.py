@@ -9,8 +9,8 @@ Example::
 """
 
 from .analyze import analyze_template
-from .errors import (AnalysisError, ChatAutoparserError, ParseError, RenderError, RenderLimitError, TemplateError,
-                     TemplateRaised)
+from .errors import (AnalysisError, ChatAutoparserError, ParseError, RenderError, RenderLimitError, SecurityError,
+                     TemplateError, TemplateRaised)
 from .load import LoadedTemplate, from_string, load_template
 from .render import ENGINES, RenderLimits, make_renderer
 from .structures import (ArgumentFormat, Caps, ContentMode, ContentStructure, FunctionFormat, ReasoningMode,
@@ -20,5 +20,5 @@ __all__ = [
     "analyze_template", "load_template", "from_string", "make_renderer", "LoadedTemplate", "RenderLimits", "ENGINES",
     "TemplateAnalysis", "Caps", "ContentStructure", "ToolCallStructure", "ThinkingSetting", "ReasoningMode",
     "ContentMode", "FunctionFormat", "ArgumentFormat", "ChatAutoparserError", "TemplateError", "RenderError",
-    "RenderLimitError", "TemplateRaised", "AnalysisError", "ParseError",
+    "RenderLimitError", "SecurityError", "TemplateRaised", "AnalysisError", "ParseError",
 ]
