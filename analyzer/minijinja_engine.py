@@ -174,14 +174,19 @@ def _request(op: str, source: str, key: bytes, rest: tuple, limits: RenderLimits
              ) -> dict[str, Any]:
     """One request to a pooled worker, sending the source only to a worker that lacks it."""
     worker = _POOL.acquire(limits.worker_memory_mb)
+    done = False
     try:
         reply = worker.call((op, key, None if key in worker.known else source) + rest, timeout_s)
         if reply.get("need_source"):
             reply = worker.call((op, key, source) + rest, timeout_s)
         worker.known.add(key)
+        done = True
         return reply
     finally:
-        _POOL.release(worker)
+        if done:
+            _POOL.release(worker)
+        else:  # interrupted mid-request: a reply may still be on its way; never reuse it
+            worker.kill()
 
 
 def minijinja_compile_error(source: str, name: str, limits: RenderLimits = DEFAULT_LIMITS) -> TemplateError | None:

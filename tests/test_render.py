@@ -599,3 +599,28 @@ def test_concurrent_minijinja_fuel() -> None:
     for i, e in enumerate(errors):
         assert isinstance(e, RenderLimitError), e
         assert str(100_000 * (i + 1)) in str(e)
+
+
+def test_minijinja_worker_interrupted_mid_request_is_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A render interrupted while its reply is on its way (KeyboardInterrupt, an error in the
+    caller) must not leave that reply for the next render to read."""
+    import analyzer.minijinja_engine as mj
+
+    class Interrupt(BaseException):
+        pass
+
+    renderer = make_renderer(from_string("{{ messages[0].content }}"), "minijinja")
+    assert renderer.render([user("warm")]) == "warm"  # the pool holds a started worker
+    real_read = mj._Worker._read
+    armed = [True]
+
+    def read_once_interrupted(self: Any, n: int, deadline: float) -> bytes:
+        if armed[0]:
+            armed[0] = False
+            raise Interrupt()
+        return real_read(self, n, deadline)
+
+    monkeypatch.setattr(mj._Worker, "_read", read_once_interrupted)
+    with pytest.raises(Interrupt):
+        renderer.render([user("first")])
+    assert renderer.render([user("second")]) == "second"
