@@ -186,6 +186,8 @@ class Assembler:
                 if self.current is not None and not self.current.name:
                     self._unnamed(self.current, out)
                     self.current = None
+                elif self.current is not None:  # a call shown already ends where it broke, with what it read
+                    self._close_call(pos, False, out)
             elif kind == "warning":
                 self.warnings.append(ev[1])
             elif kind == "deviation":  # a form the template does not write, read anyway (``strict`` refuses it)
@@ -448,10 +450,13 @@ class Assembler:
         try:
             if not ok:
                 json.loads(args)
+            # valid JSON, but not an object (a broken object reads as its first string)
+            problem = "not a JSON object" if not args.lstrip(" \t\r\n").startswith("{") else ""
         except ValueError:
-            if not call.errors:
-                self.errors.append({"position": -1, "message": f"arguments of {call.name!r} are not valid JSON "
-                                                               "(kept as the model wrote them)"})
+            problem = "not valid JSON"
+        if problem and not call.errors:
+            self.errors.append({"position": -1, "message": f"arguments of {call.name!r} are {problem} "
+                                                           "(kept as the model wrote them)"})
         if not self.quiet:
             out.append(self._region("region_close", "tool_calls", index=call.index, value=self._call_dict(call)))
 

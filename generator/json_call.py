@@ -23,8 +23,9 @@ from .recovery import Recover
 
 class JsonCall(Parser):
     """A call written as a JSON object: fields routed by name (``name``, ``arguments``, ``id``
-    as the template names them, and the synonyms models use), in any order and spacing; other
-    fields are skipped. Arguments given as a JSON-encoded string are decoded. Invalid arguments
+    as the template names them, and the synonyms models use), in any order and spacing; an object
+    under another key after the name, while no arguments were read, is read as the arguments with
+    an error (a misspelled key loses nothing); other fields are skipped. Arguments given as a JSON-encoded string are decoded. Invalid arguments
     are kept raw up to ``stops`` (the call's closing markers)."""
 
     def __init__(self, name_fields: Sequence[str], args_fields: Sequence[str], id_field: str,
@@ -49,7 +50,7 @@ class JsonCall(Parser):
         """A whole, valid object already in the buffer, read with the C decoder; anything else
         (incomplete, broken: recovery decides) goes the streaming way."""
         events: list[tuple] = []
-        end = self._fast_object(inp, pos - inp.base, events, [False])
+        end = self._fast_object(inp, pos - inp.base, events, [False, False])
         if end is None:
             return SLOW
         inp.chunk_pos = end + inp.base
@@ -107,9 +108,12 @@ class JsonCall(Parser):
                 if value:
                     events.append(("chunk", tag, value))
                 events.append(("close", tag))
-            elif key in self.args_fields:
+            elif key in self.args_fields or (named[0] and isinstance(value, dict) and not named[1]):
+                named[1] = True
                 args = decoded_json(value) if isinstance(value, str) else None
-                if key != self.args_key:
+                if key not in self.args_fields:
+                    events.append(("error", i + inp.base, self._unknown(key)))
+                elif key != self.args_key:
                     events.append(self._synonym(i + inp.base, key, self.args_key))
                 if args is not None:
                     events.append(("deviation", i + inp.base, ENCODED))
@@ -128,9 +132,12 @@ class JsonCall(Parser):
             i = m.end()
 
     def run(self, inp: Input, pos: int) -> Run:
-        end = yield from self._object(inp, pos, [False])
+        end = yield from self._object(inp, pos, [False, False])
         inp.recovered = False
         return end
+
+    def _unknown(self, key: str) -> str:
+        return f"arguments read from the call's {key!r} key (the template writes {self.args_key!r})"
 
     @staticmethod
     def _synonym(pos: int, key: str, own: str) -> tuple:
@@ -214,9 +221,12 @@ class JsonCall(Parser):
                 value = self._name
                 if key != self.name_key:
                     inp.events.append(self._synonym(pos, key, self.name_key))
-            elif key in self.args_fields:
+            elif key in self.args_fields or (named[0] and at(pos) == "{" and not named[1]):
+                named[1] = True
                 value = self._encoded_args if at(pos) == '"' else self._args
-                if key != self.args_key:
+                if key not in self.args_fields:
+                    inp.events.append(("error", pos, self._unknown(key)))
+                elif key != self.args_key:
                     inp.events.append(self._synonym(pos, key, self.args_key))
             elif key == self.id_field and self.id_field:
                 value = self._id

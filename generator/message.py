@@ -293,9 +293,9 @@ class _Builder:
         analysis = self.analysis
         if self.req.tools_enabled and self.ts.function_format == FunctionFormat.RECIPIENT_BASED and \
                 self.ts.call_separator.strip():
-            return _recipient_grammar(analysis, self.stops)
+            return _recipient_grammar(analysis, self.stops, self.req.tool_names)
         blank_end = analysis.end_of_turn if analysis.end_of_turn and not analysis.end_of_turn.strip() else ""
-        body: Parser = Segments(self.alts, self.stops, tail=blank_end)
+        body: Parser = Segments(self.alts, self.stops, tail=blank_end, ends=tuple(self.end_markers()))
         if bare is not None:
             body = Seq(bare, body)
         if self.req.open_content and self.inside_content:
@@ -315,10 +315,12 @@ def build_message_grammar(analysis: TemplateAnalysis, *, mode: ReasoningMode, to
                                       open_content)).build()
 
 
-def _recipient_grammar(analysis: TemplateAnalysis, stops: list[Marker]) -> Parser:
+def _recipient_grammar(analysis: TemplateAnalysis, stops: list[Marker], names: frozenset[str] | None) -> Parser:
     """Recipient-based turns (``>>>all\n...``, ``>>>get_weather\n{...}``): every message is
     addressed; the content's recipient is the content opener the analysis found, any other
-    recipient is a function. The prompt writes the first delimiter."""
+    recipient is a function. The prompt writes the first delimiter: the first message is found by
+    its recipient (the content opener, or the name of a tool of the request). Text no recipient
+    opens (unaddressed, after the end of the turn, a header cut short) is content."""
     ts, cs = analysis.tool_call_structure, analysis.content_structure
     delim = Marker.of(ts.call_separator)
     ends = [Marker.stop(x) for x in (analysis.end_of_turn, analysis.final_suffix) if x.strip()]
@@ -326,5 +328,10 @@ def _recipient_grammar(analysis: TemplateAnalysis, stops: list[Marker]) -> Parse
     content = Seq(Lit(cs.content_start), Capture("content", Until(text_stops))) if cs.content_start else None
     call = skeleton_call(ts, [Marker(delim.core, "", "", True)] + ends)
     item = Choice([((cs.content_start,), content)], call) if content is not None else call
-    eot = Opt(ends[0]) if ends else Empty()
-    return Seq(Repeat(item, delim, min=1, closers=tuple(m.core for m in ends)), eot)
+    alts: list[tuple[tuple[str, ...], Parser]] = [((delim.core,), Seq(delim, item))]
+    if content is not None:
+        alts.append(((cs.content_start,), content))
+    if names:
+        alts.append((tuple(sorted(names)), call))
+    alts += [(m.first(), m) for m in ends]  # the stop token, if the server left it in: dropped
+    return Segments(alts, text_stops, ends=tuple(m.core for m in ends))

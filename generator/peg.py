@@ -50,7 +50,7 @@ class Input:
     """The text fed so far. Positions are absolute; the consumed head is dropped from memory."""
 
     __slots__ = ("text", "base", "end", "eof", "events", "fast", "error", "error_pos", "keep_from", "tags",
-                 "chunks", "chunk_pos", "recovered", "pins", "soft_pins", "drained", "wake", "holds")
+                 "chunks", "chunk_pos", "region_end", "recovered", "pins", "soft_pins", "drained", "wake", "holds")
 
     def __init__(self) -> None:
         self.text = ""
@@ -65,6 +65,7 @@ class Input:
         self.tags: list[str] = []  # open captures, innermost last
         self.chunks = 0      # chunk events emitted so far
         self.chunk_pos = 0   # where the last emitted chunk ended
+        self.region_end = 0  # where the last whole region of a ``where`` capture (a call) ended
         self.recovered = False  # a Recover fell back to raw text (the enclosing structure is broken)
         self.pins: list[int] = []  # positions a parser will read back from (never trimmed)
         self.soft_pins: list[int] = []  # the same, until the next chunk is emitted
@@ -235,12 +236,12 @@ def deviate(inp: Input, pos: int, what: str) -> None:
 
 def mark(inp: Input) -> tuple:
     """What a composite ``fast()`` restores when it gives up (its parts emitted events)."""
-    return len(inp.events), inp.chunks, inp.chunk_pos, inp.error_pos, inp.error
+    return len(inp.events), inp.chunks, inp.chunk_pos, inp.region_end, inp.error_pos, inp.error
 
 
 def rollback(inp: Input, m: tuple) -> int:
     del inp.events[m[0]:]
-    inp.chunks, inp.chunk_pos, inp.error_pos, inp.error = m[1:]
+    inp.chunks, inp.chunk_pos, inp.region_end, inp.error_pos, inp.error = m[1:]
     return SLOW
 
 
@@ -797,26 +798,29 @@ class Until(Parser):
     """Text up to the first of ``stops`` (not consumed) or the end of input.
 
     The text is streamed as ``chunk`` events of ``tag`` as soon as it cannot be the start of a
-    stop marker. Whitespace that a stop marker writes before its core is left to the marker.
+    stop marker. Whitespace that a stop marker writes before its core is left to the marker. A
+    ``fence`` found before a stop fails it (a name does not run over the markers around it).
     """
 
     def __init__(self, stops: Sequence[Marker], tag: str | None = None, *, to_end: bool = True,
-                 tail: str = "", end_if: Callable[[str], bool] | None = None) -> None:
+                 tail: str = "", end_if: Callable[[str], bool] | None = None, fences: Sequence[str] = ()) -> None:
         self.stops = [s for s in stops if s.core]
         self.tag = tag
         self.to_end = to_end  # without a stop, the text runs to the end of input
         self.end_if = end_if  # (not to_end) the text may still run to the end when this approves it
         self.tail = tail  # whitespace that, ending the input, is the template's (a blank end of turn)
         self.cores = [s.core for s in self.stops]
-        self.maxlen = max((len(c) for c in self.cores), default=0)
         ws = "".join(s.before + (" \t\r\n" if s.ws_before else " \t" if "\n" in s.before else "")
                      for s in self.stops) + tail
         # whitespace a stop takes before it matters only at the end of what arrived so far
         self.stop_chars = frozenset("".join(c[0] for c in self.cores))
         self.ws_chars = frozenset(ws)
         self.ws = "".join(sorted(c for c in self.ws_chars if c.isspace()))
-        self._pattern = re.compile("|".join(re.escape(c) for c in sorted(set(self.cores), key=len, reverse=True))) \
-            if self.cores else None
+        self.fences = frozenset(fences).difference(self.cores)
+        found = set(self.cores) | self.fences
+        self.maxlen = max((len(c) for c in found), default=0)
+        self._pattern = re.compile("|".join(re.escape(c) for c in sorted(found, key=len, reverse=True))) \
+            if found else None
 
     def _emit(self, inp: Input, a: int, b: int) -> None:
         if b > a:
@@ -837,7 +841,19 @@ class Until(Parser):
             j -= 1
         return j
 
+    def _search(self, inp: Input, frm: int, start: int) -> re.Match | None:
+        """The first stop or fence from ``frm``; a fence right at ``start`` (an empty field)
+        is passed over, the field failing the usual way if nothing else comes."""
+        if self._pattern is None:
+            return None
+        m = self._pattern.search(inp.text, frm - inp.base)
+        while m is not None and m.start() + inp.base == start and m.group(0) in self.fences:
+            m = self._pattern.search(inp.text, m.end())
+        return m
+
     def _finish(self, inp: Input, emitted: int, hit: int, core: str) -> int:
+        if core in self.fences:
+            return inp.fail(emitted, f"{core!r} at {hit} before " + " or ".join(repr(c) for c in self.cores))
         end = hit
         for stop in self.stops:  # whitespace that belongs to the marker (the most any stop claims)
             if stop.core != core:
@@ -886,7 +902,7 @@ class Until(Parser):
         return -1
 
     def fast(self, inp: Input, pos: int) -> int:
-        m = self._pattern.search(inp.text, pos - inp.base) if self._pattern else None
+        m = self._search(inp, pos, pos)
         if m is not None:
             if self._pending_at(inp, m.start() + inp.base, pos) >= 0:
                 return SLOW
@@ -904,7 +920,7 @@ class Until(Parser):
             if inp.fast is not None and inp.fast.tag == tag:
                 emitted = max(emitted, inp.fast.emitted)
             inp.fast = None
-            m = self._pattern.search(inp.text, max(scan, emitted) - inp.base) if self._pattern else None
+            m = self._search(inp, max(scan, emitted), emitted)
             pending = self._pending_at(inp, m.start() + inp.base, emitted) if m is not None else -1
             if pending >= 0:
                 if self.to_end:
@@ -1198,6 +1214,8 @@ class Capture(Parser):
     def _close(self, inp: Input, pos: int, end: int) -> tuple:
         if not self.where:
             return ("close", self.tag)
+        if end >= 0:
+            inp.region_end = end
         return ("close", self.tag, end if end >= 0 else max(inp.error_pos, pos), end >= 0)
 
     def fast(self, inp: Input, pos: int) -> int:
@@ -1281,12 +1299,12 @@ class Attempt(Parser):
         return pos if ok or self.keep else FAIL
 
     def _state(self, inp: Input) -> tuple:
-        return (inp.chunks, inp.chunk_pos, inp.error_pos, inp.error, inp.keep_from, inp.recovered,
-                list(inp.soft_pins))
+        return (inp.chunks, inp.chunk_pos, inp.region_end, inp.error_pos, inp.error, inp.keep_from,
+                inp.recovered, list(inp.soft_pins))
 
     def _restore(self, inp: Input, state: tuple) -> None:
-        (inp.chunks, inp.chunk_pos, inp.error_pos, inp.error, inp.keep_from, inp.recovered,
-         inp.soft_pins) = state
+        (inp.chunks, inp.chunk_pos, inp.region_end, inp.error_pos, inp.error, inp.keep_from,
+         inp.recovered, inp.soft_pins) = state
         inp.fast = None
 
     def fast(self, inp: Input, pos: int) -> int:

@@ -33,11 +33,12 @@ class Segments(Parser):
     """
 
     def __init__(self, alternatives: Sequence[tuple[tuple[str, ...], Parser]], stops: Sequence[Marker],
-                 tail: str = "") -> None:
+                 tail: str = "", ends: Sequence[str] = ()) -> None:
         self.alternatives = [(g, p) for g, p in alternatives if g]
         self.guards = tuple(g for gs, _ in self.alternatives for g in gs if g)
         self.choice = Choice(self.alternatives, None)
         self.stops = list(stops)
+        self._ends = {"", *ends}  # the markers that end the turn
         self.tail = tail
         self.text = Capture("content", Until(self.stops, tail=tail))  # what no segment starts
         self.whole = Choice(self.alternatives, self.text)  # with all the input at hand: no coroutines
@@ -101,7 +102,10 @@ class Segments(Parser):
             return end
         fail = max(inp.error_pos, start)
         inp.events.append(("abort", start, fail, inp.error or "unexpected text"))
-        resume = ws_from if inp.chunks == chunks_before else fail
+        # text from the end of what was read (the last chunk or the last whole call) is content
+        resume = ws_from if inp.chunks == chunks_before else min(fail, max(inp.chunk_pos, inp.region_end))
+        if inp.get(resume, fail).strip() in self._ends:  # only the end of the turn: dropped as usual
+            resume = fail
         if fail <= resume:
             fail = resume
         # the broken segment's text is content, verbatim, up to where parsing resumes
@@ -116,6 +120,7 @@ class Segments(Parser):
 
 
 _WS_CHARS = frozenset(" \t\r\n")
+
 
 
 def _pinned(inp: Input, start: int, gen: Run) -> Run:

@@ -233,6 +233,10 @@ class _Skeleton:
         return out + list(openers) + later
 
 
+def _written(text: str) -> bool:
+    return bool(text.strip())
+
+
 class TaggedArgs:
     """Arguments written as one unit per argument (``<parameter=k>v</parameter>``)."""
 
@@ -256,7 +260,8 @@ class TaggedArgs:
                 continue
             stops = sk.stops(i, sep, self.next_unit)
             if p.kind == "key":
-                seq.append(Capture("arg_key", Until(stops, to_end=False)) if not seen_key
+                # a key the output ends in is kept (the call is shown already: its text is its own)
+                seq.append(Capture("arg_key", Until(stops, to_end=False, end_if=_written)) if not seen_key
                            else Until(stops, tag="", to_end=False))
                 seen_key = True
             elif p.kind == "typed":
@@ -313,6 +318,10 @@ def skeleton_call(ts: ToolCallStructure, outer: Sequence[Marker], names: frozens
     known = (lambda text: text.strip() in names) if names else None
     sk = _Skeleton(ts.call_parts, outer, ts)
     parts = sk.parts
+    # the markers a name, id or index never holds: a call missing one of its markers fails
+    # there instead of reading the markers (and the next call) into its name
+    fences = tuple(dict.fromkeys([t for p in parts if p.kind == "lit" for t in tokenize(p.text) if is_marker(t)]
+                                 + [m.core for m in outer if is_marker(m.core)]))
     seq: list[Parser] = []
     # name <marker> id <marker>: the id and its marker may be missing (models write ids or not)
     optional_id = {i for i in range(1, len(parts) - 2)
@@ -328,7 +337,7 @@ def skeleton_call(ts: ToolCallStructure, outer: Sequence[Marker], names: frozens
             stops = stops + [Marker.of(parts[i + 3].text)]
         if i in optional_id:
             m = Marker.of(p.text)
-            seq.append(Opt(Seq(m, Capture("tool_id", Until(sk.stops(i + 1), to_end=False))),
+            seq.append(Opt(Seq(m, Capture("tool_id", Until(sk.stops(i + 1), to_end=False, fences=fences))),
                            tuple(g for g in m.first() if g)))
             skip = i + 1
             continue
@@ -338,11 +347,11 @@ def skeleton_call(ts: ToolCallStructure, outer: Sequence[Marker], names: frozens
             if any(q.kind == "name" for q in parts[:i]):
                 seq.append(Until(stops, tag="", to_end=False))  # the name again (a recipient header)
             else:
-                seq.append(Capture("tool_name", Until(stops, to_end=False, end_if=known)))
+                seq.append(Capture("tool_name", Until(stops, to_end=False, end_if=known, fences=fences)))
         elif p.kind == "id":
-            seq.append(Capture("tool_id", Until(stops, to_end=False)))
+            seq.append(Capture("tool_id", Until(stops, to_end=False, fences=fences)))
         elif p.kind == "index":
-            seq.append(Until(stops, tag="", to_end=False))
+            seq.append(Until(stops, tag="", to_end=False, fences=fences))
         elif p.kind == "args":
             nxt = next((q.text for q in parts[i + 1:] if q.kind == "lit" and q.text.strip()), "")
             seq.append(args_parser(ts, stops, leads(nxt) if nxt else ()))

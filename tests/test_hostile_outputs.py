@@ -1,0 +1,90 @@
+"""Hostile and malformed model output (issue 12's parser findings, each on the corpus template
+named): a malformed call never takes text from a neighbour, nothing is lost, and what cannot be
+classified is reported (``parse_error``; ``strict=True`` raises exactly then)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from test_parser import QWEN25, calls, parse, strict_error
+
+KIMI = "llama.cpp/Kimi-K2-Instruct.jinja"
+FUNCTIONARY = "llama.cpp/meetkai-functionary-medium-v3.2.jinja"
+MISTRAL = "llama.cpp/Mistral-Small-3.2-24B-Instruct-2506.jinja"
+GPT_OSS = "llama.cpp/openai-gpt-oss-120b.jinja"
+
+KIMI_TWO = ("<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+            '{"city": "Paris"}<|tool_call_end|><|tool_call_begin|>functions.search:1<|tool_call_argument_begin|>'
+            '{"query": "x"}<|tool_call_end|><|tool_calls_section_end|>')
+
+
+def words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text))
+
+
+def kept(message: dict) -> str:
+    """Everything the message holds, as one text."""
+    parts = [message.get("content") or "", message.get("reasoning_content") or ""]
+    parts += [c["function"]["name"] + " " + c["function"]["arguments"] for c in message.get("tool_calls") or []]
+    return " ".join(parts)
+
+
+def test_arguments_under_a_key_the_template_does_not_write_are_kept_and_reported():
+    text = '<tool_call>\n{"name": "get_weather", "argumnts": {"city": "Paris"}}\n</tool_call>'
+    message = parse(QWEN25, text)
+    assert calls(message) == [("get_weather", {"city": "Paris"})]  # was {}: the arguments lost
+    assert "argumnts" in message["parse_error"]["message"]
+    assert strict_error(QWEN25, text) is not None
+
+
+@pytest.mark.parametrize("broken, lost", [
+    (KIMI_TWO.replace("get_weather:0<|tool_call_argument_begin|>", "get_weather:0"), "missing argument marker"),
+    (KIMI_TWO.replace("functions.get_weather:0", "functions.get_weather0"), "missing ':'"),
+])
+def test_a_call_missing_a_marker_does_not_take_its_neighbour(broken, lost):
+    message = parse(KIMI, broken)
+    assert ("search", {"query": "x"}) in calls(message), lost  # the next call is its own
+    assert all("<|" not in name for name, _ in calls(message))  # no markers read into a name
+    assert "Paris" in (message.get("content") or ""), "the broken call's text is content"
+    assert message.get("parse_error")
+    assert strict_error(KIMI, broken) is not None
+
+
+@pytest.mark.parametrize("text, content", [
+    ("all\nHello<|eot_id|>more text", "Hellomore text"),  # text after the end of the turn
+    ("get_weath", "get_weath"),  # a recipient line cut short
+    ("Hi", "Hi"),  # no recipient at all
+])
+def test_recipient_format_keeps_every_word(text, content):
+    message = parse(FUNCTIONARY, text)
+    assert message["content"] == content
+    assert not message.get("tool_calls")
+
+
+def test_recipient_format_calls_still_read():
+    message = parse(FUNCTIONARY, 'all\nHi there>>>get_weather\n{"city": "Paris"}')
+    assert message["content"] == "Hi there" and calls(message) == [("get_weather", {"city": "Paris"})]
+    assert calls(parse(FUNCTIONARY, 'get_weather\n{"city": "Paris"}')) == [("get_weather", {"city": "Paris"})]
+
+
+def test_arguments_that_are_not_an_object_are_reported():
+    text = '[TOOL_CALLS]get_weather[ARGS]"city": "Paris"}'
+    message = parse(MISTRAL, text)
+    assert "not a JSON object" in message["parse_error"]["message"]
+    assert words(text) - {"TOOL_CALLS", "ARGS"} <= words(kept(message))
+    assert strict_error(MISTRAL, text) is not None
+
+
+def test_a_call_with_an_empty_name_is_content():
+    text = '<tool_call>\n{"name": "", "id": "search", "arguments": {"city": "Paris"}}\n</tool_call>'
+    message = parse(QWEN25, text)
+    assert not message.get("tool_calls") and message["content"] == text and message["parse_error"]
+
+
+def test_a_stray_character_in_a_channel_header_keeps_the_text():
+    text = "<|channel|>analysisx<|message|>thinking<|end|><|start|>assistant<|channel|>final<|message|>Hi"
+    message = parse(GPT_OSS, text)
+    assert message.get("parse_error")
+    assert {"thinking", "Hi"} <= words(kept(message)) | {w for w in ("thinking", "Hi") if w in kept(message)}
