@@ -108,3 +108,14 @@ def test_parser_export_and_chunks_of_one_request() -> None:
     assert ct.export("structural-tag", tools=TOOLS)["triggers"] == ["<tool_call>"]
     with pytest.raises(ChatAutoparserError, match="unknown format"):
         ct.export("yaml")
+
+
+def test_readme_serving_loop_runs(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+    code = re.search(r"## Serve.*?```python\n(.*?)```", (REPO / "README.md").read_text(), re.S).group(1)
+    monkeypatch.chdir(REPO)
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - the README's own example
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "{'role': 'assistant', 'content': ''}" and printed[-1] == "tool_calls"
+    assert scope["chunks"].message["tool_calls"][0]["id"] in "\n".join(printed)
