@@ -9,8 +9,10 @@ Example::
     'Hello'
 """
 
-from .assemble import as_delta
+from .assemble import as_delta, default_call_id
+from .chat_template import ChatTemplate
+from .openai_chunks import ChunkStream
 from .parser import MessageParser, MessageStream
 from .params import ChatParams, generate_parser
 
-__all__ = ["generate_parser", "ChatParams", "MessageParser", "MessageStream", "as_delta"]
+__all__ = ["ChatTemplate", "ChunkStream", "default_call_id", "generate_parser", "ChatParams", "MessageParser", "MessageStream", "as_delta"]

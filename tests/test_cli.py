@@ -126,3 +126,45 @@ def test_packaging_installs_no_top_level_tools_and_ships_the_manifest():
     assert all(v.startswith("autoparser_tools.") for v in project["project"]["scripts"].values())
     assert setup["package-dir"]["autoparser_tools.templates"] == "templates"
     assert shipped("corpus-manifest.tsv").is_file() and shipped("chatml-think.jinja").is_file()
+
+
+@pytest.mark.parametrize("fmt", ["hf", "edgellm", "structural-tag", "gbnf", "lark"])
+def test_export_writes_the_raw_artefact(tmp_path, capsys, fmt):
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS))
+    code, out, err = run(capsys, OWN, "--export", fmt, "--tools", str(tools))
+    assert code == EXIT_OK and not err
+    from generator import ChatTemplate
+    expected = ChatTemplate.from_pretrained(OWN).export(fmt, tools=TOOLS)
+    assert (json.loads(out) if isinstance(expected, dict) else out) == expected
+    target = tmp_path / "artefact"
+    assert run(capsys, OWN, "--export", fmt, "--tools", str(tools), "-o", str(target))[1] == ""
+    assert target.read_text() == out
+
+
+def test_template_from_stdin_and_errors_as_json(capsys, monkeypatch):
+    import io
+    monkeypatch.setattr(sys, "stdin", io.StringIO(Path(OWN).read_text()))
+    code, out, _ = run(capsys, "-", "--export", "hf")
+    assert code == EXIT_OK and json.loads(out)["start_anchor"] == "<|im_start|>assistant\n"
+    code, out, _ = run(capsys, OWN, "--export", "gbnf", "--json")  # no tools: nothing to constrain
+    assert code == EXIT_ANALYSIS and json.loads(out)["error"]["type"] == "NotExpressible"
+    code, out, _ = run(capsys, str(REPO / "no-such.jinja"), "--json")
+    assert code == EXIT_INPUT and json.loads(out)["error"] == {
+        "type": "TemplateError", "message": f"{REPO / 'no-such.jinja'}: no such file or directory", "exit": EXIT_INPUT}
+
+
+def test_chat_template_kwargs_set_where_the_output_starts(tmp_path, capsys):
+    out_file = tmp_path / "out.txt"
+    out_file.write_text("Plain answer.")
+    source = (REPO / "templates" / "chatml-think.jinja").read_text()
+    forced = tmp_path / "forced.jinja"  # opens reasoning in the prompt only when asked to
+    prompt = "{%- if add_generation_prompt %}\n<|im_start|>assistant\n{{ '' }}"
+    forced.write_text(source.replace(prompt, prompt + "{% if open_think %}<think>\n{% endif %}"))
+    assert "open_think" in forced.read_text()
+    msgs = {}
+    for kwargs in ("{}", '{"open_think": true}'):
+        code, out, _ = run(capsys, str(forced), "--chat-template-kwargs", kwargs, "--parse", str(out_file), "--json")
+        assert code == EXIT_OK
+        msgs[kwargs] = json.loads(out)["message"]
+    assert msgs["{}"]["content"] == "Plain answer." and msgs['{"open_think": true}']["reasoning_content"] == "Plain answer."

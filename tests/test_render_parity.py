@@ -1,7 +1,7 @@
 """Rendering parity: our jinja2 engine against transformers' own ``apply_chat_template``.
 
-For every template of the corpus and every conversation in :data:`CONVERSATIONS`, our
-``jinja2`` renderer must produce exactly the string transformers 5.x produces with
+For every template of the corpus and every conversation in :data:`CONVERSATIONS`,
+``ChatTemplate.render`` (our ``jinja2`` engine) must produce exactly the string transformers 5.x produces with
 ``apply_chat_template(..., tokenize=False)``, or both must refuse the input in the same way
 (syntax error vs syntax error, ``raise_exception`` with the same message, other run-time
 error vs other run-time error).
@@ -24,11 +24,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from analyzer import load_template, make_renderer
+from analyzer import load_template
 from analyzer.corpus import CorpusEntry
 from analyzer.errors import RenderError, RenderLimitError, TemplateError, TemplateRaised
 from analyzer.load import SPECIAL_TOKEN_KEYS, LoadedTemplate, from_string
 from analyzer.render import template_special_tokens
+from generator import ChatTemplate
 
 # Pinned on both sides: several templates print today's date (Llama 3.x, Granite, ...).
 FIXED_NOW = datetime(2025, 3, 14, 9, 26, 53)
@@ -264,8 +265,9 @@ def render_hf(tokenizer: Any, conv: Conversation) -> Outcome:
 # --------------------------------------------------------------------------- our side
 
 def our_renderer(template: LoadedTemplate, engine: str = "jinja2") -> Any:
-    """Our renderer for ``template`` with the clock pinned to :data:`FIXED_NOW`."""
-    return make_renderer(template, engine, now=lambda: FIXED_NOW)
+    """Our renderer for ``template``: the :class:`~generator.ChatTemplate` serving code renders
+    with, the clock pinned to :data:`FIXED_NOW`."""
+    return ChatTemplate(template, engine=engine, now=lambda: FIXED_NOW)
 
 
 def render_ours(renderer: Any, conv: Conversation) -> Outcome:

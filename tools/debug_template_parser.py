@@ -7,13 +7,21 @@ With ``--tools tools.json`` it also shows what a server gets for a request with 
 (grammar, lazy triggers, preserved tokens, generation prompt); with ``--parse output.txt`` it
 parses a model output (``-`` reads stdin) and prints the message, and with ``--chunk N`` the
 OpenAI deltas of streaming it N characters at a time. ``--json`` prints plain data: the
-analysis alone, or ``{"analysis", "chat_params", "message", "deltas"}`` when those are asked for.
+analysis alone, or ``{"analysis", "chat_params", "message", "deltas"}`` when those are asked for;
+an error is then ``{"error": {"type", "message", "exit"}}`` on stdout. ``--export FMT`` writes
+the raw artefact (``hf``, ``edgellm``, ``structural-tag``: JSON; ``gbnf``, ``lark``: grammar
+text) to stdout or ``-o FILE``, nothing else. ``--chat-template-kwargs JSON`` renders the request's
+prompt with those variables (``{"reasoning_effort": "high"}``) and parses from where it ends.
+The template may be a path, a Hugging Face model id (read through ``huggingface_hub``'s cache),
+or ``-`` for its text on stdin.
 
 Example::
 
     $ debug-template-parser templates/chatml-think.jinja
     $ debug-template-parser model_dir/ --json
     $ debug-template-parser templates/chatml-think.jinja --tools tools.json --parse out.txt --chunk 4
+    $ debug-template-parser templates/chatml-think.jinja --export hf -o response_template.json
+    $ cat chat_template.jinja | debug-template-parser - --export edgellm
 """
 
 from __future__ import annotations
@@ -23,11 +31,14 @@ import json
 import sys
 from typing import Any, Sequence
 
-from analyzer import __version__, analyze_template, load_template
+from analyzer import __version__, analyze_template
+from analyzer.hub import load_pretrained
+from analyzer.load import from_string
 from analyzer.errors import AnalysisError, ChatAutoparserError, TemplateError
 from analyzer.markers import visible
 from analyzer.render import ENGINES
 from analyzer.structures import TemplateAnalysis
+from generator.export import FORMATS, JSON_FORMATS
 
 EXIT_OK, EXIT_ANALYSIS, EXIT_INPUT = 0, 1, 2
 
@@ -36,19 +47,26 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="debug-template-parser",
                                 description="Analyze a chat template and show how its model writes reasoning, "
                                             "content and tool calls.")
-    p.add_argument("path", help=".jinja file, tokenizer_config.json, chat_template.json, model directory or .gguf")
+    p.add_argument("path", help=".jinja file, tokenizer_config.json, chat_template.json, model directory, .gguf, "
+                                "a Hugging Face model id, or - for the template's text on stdin")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__} (chat-autoparser)")
     p.add_argument("--json", action="store_true", help="print the TemplateAnalysis as JSON")
     p.add_argument("--engine", choices=ENGINES, default="jinja2", help="rendering engine (default: jinja2)")
     p.add_argument("--template-name", help="pick a named template (tokenizer_config with several templates)")
     p.add_argument("--bos", help="bos_token to render with (a bare .jinja has none)")
     p.add_argument("--eos", help="eos_token to render with (a bare .jinja has none)")
+    p.add_argument("--export", choices=FORMATS, help="write this export of the analysis (raw: JSON or grammar "
+                                                     "text) and nothing else")
+    p.add_argument("-o", "--output", metavar="FILE", help="with --export: write it here (default: stdout)")
     g = p.add_argument_group("request (grammar, triggers, parsing)")
     g.add_argument("--tools", metavar="FILE", help="JSON list of OpenAI tools (or an object with a \"tools\" list)")
     g.add_argument("--tool-choice", choices=("auto", "required", "none"), default="auto")
     g.add_argument("--no-parallel", action="store_true", help="parallel_tool_calls=false")
     g.add_argument("--no-thinking", action="store_true",
                    help="enable_thinking=false (default: the template's own default, kwargs not passed)")
+    g.add_argument("--chat-template-kwargs", metavar="JSON", type=_json_object, default=None,
+                   help="variables the request's prompt is rendered with (e.g. '{\"reasoning_effort\": \"low\"}'); "
+                        "the parser starts where that prompt ends")
     g.add_argument("--parse", metavar="FILE", help="a model output to parse (- for stdin)")
     g.add_argument("--chunk", type=int, metavar="N", help="with --parse: stream it N characters at a time and "
                                                            "show the deltas")
@@ -58,6 +76,16 @@ def _parser() -> argparse.ArgumentParser:
 
 class InputError(Exception):
     """A file named on the command line that cannot be used (exit 2)."""
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object")
+    return value
 
 
 def read_tools(path: str) -> list[dict[str, Any]]:
@@ -261,43 +289,87 @@ def _parse(params: Any, text: str, chunk: int | None,
     return message, deltas, stream.deviations
 
 
+def _fail(args: argparse.Namespace, kind: str, e: BaseException, code: int) -> int:
+    """Report an error (as JSON on stdout under ``--json``) and return its exit code."""
+    if args.json:
+        sys.stdout.write(json.dumps({"error": {"type": type(e).__name__, "message": str(e), "exit": code}},
+                                    ensure_ascii=False) + "\n")
+    else:
+        print(f"{kind}: {e}", file=sys.stderr)
+    return code
+
+
+def _load(args: argparse.Namespace, tokens: dict[str, str]) -> Any:
+    if args.path == "-":
+        return from_string(sys.stdin.read(), name="<stdin>", special_tokens=tokens or None)
+    return load_pretrained(args.path, template_name=args.template_name, special_tokens=tokens or None)
+
+
+def _request_prompt(loaded: Any, analysis: TemplateAnalysis, tools: Any, kwargs: dict[str, Any]) -> str:
+    """The prompt of a one-message request rendered with ``kwargs`` (where the output starts)."""
+    from generator import ChatTemplate
+    ct = ChatTemplate(loaded, analysis=analysis)
+    return ct.render([{"role": "user", "content": "Hello."}], tools, **kwargs)
+
+
+def _export(args: argparse.Namespace, loaded: Any, analysis: TemplateAnalysis, tools: Any,
+            request: dict[str, Any]) -> int:
+    from generator.export import export
+    options = ({"chat_template_kwargs": args.chat_template_kwargs} if args.export == "edgellm" else
+               request if args.export in ("gbnf", "lark", "structural-tag") else {})
+    try:
+        out = export(analysis, args.export, tools=tools, template=loaded, **options)
+    except ChatAutoparserError as e:
+        return _fail(args, "export error", e, EXIT_ANALYSIS)
+    text = json.dumps(out, ensure_ascii=False, indent=2) + "\n" if args.export in JSON_FORMATS else str(out)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     tokens = {k: v for k, v in (("bos_token", args.bos), ("eos_token", args.eos)) if v is not None}
     if args.chunk is not None and (args.chunk < 1 or not args.parse):
-        print("error: --chunk needs --parse and a size of at least 1", file=sys.stderr)
-        return EXIT_INPUT
+        return _fail(args, "error", InputError("--chunk needs --parse and a size of at least 1"), EXIT_INPUT)
+    if args.output and not args.export:
+        return _fail(args, "error", InputError("-o needs --export"), EXIT_INPUT)
     try:
         tools = read_tools(args.tools) if args.tools else None
         output = read_output(args.parse) if args.parse else None
-        loaded = load_template(args.path, template_name=args.template_name, special_tokens=tokens or None)
+        loaded = _load(args, tokens)
         analysis = analyze_template(loaded, engine=args.engine)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_INPUT
-    except TemplateError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_INPUT
+    except (InputError, TemplateError) as e:
+        return _fail(args, "error", e, EXIT_INPUT)
     except AnalysisError as e:
-        print(f"analysis error: {e}", file=sys.stderr)
-        return EXIT_ANALYSIS
+        return _fail(args, "analysis error", e, EXIT_ANALYSIS)
     except ChatAutoparserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_ANALYSIS
+        return _fail(args, "error", e, EXIT_ANALYSIS)
+    kwargs = args.chat_template_kwargs or {}
+    thinking = kwargs.get("enable_thinking", False if args.no_thinking else None)
+    request: dict[str, Any] = {"tool_choice": args.tool_choice, "parallel_tool_calls": not args.no_parallel,
+                               "enable_thinking": thinking}
+    if args.chat_template_kwargs is not None:
+        try:
+            request["prompt"] = _request_prompt(loaded, analysis, tools, kwargs)
+        except ChatAutoparserError as e:
+            return _fail(args, "error", e, EXIT_ANALYSIS)
+    if args.export:
+        return _export(args, loaded, analysis, tools, request)
     params = message = deltas = None
     deviations: list[dict[str, Any]] = []
     code = EXIT_OK
     if tools is not None or output is not None:
         from generator import generate_parser
-        params = generate_parser(analysis, tools=tools, tool_choice=args.tool_choice,
-                                 parallel_tool_calls=not args.no_parallel,
-                                 enable_thinking=False if args.no_thinking else None)
+        params = generate_parser(analysis, tools=tools, **request)
         if output is not None:
             try:
                 message, deltas, deviations = _parse(params, output, args.chunk, args.strict)
             except ChatAutoparserError as e:  # strict: a ParseError names the position
-                print(f"parse error: {e}", file=sys.stderr)
-                return EXIT_ANALYSIS
+                return _fail(args, "parse error", e, EXIT_ANALYSIS)
     if args.json:
         data: Any = analysis.to_dict()
         if params is not None:

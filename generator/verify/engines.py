@@ -30,7 +30,7 @@ from typing import Any, Collection, Sequence
 
 from ..triggers import trigger_start
 
-__all__ = ["EngineError", "LLGuidanceChecker", "LlamaCppChecker", "LlamaCppWorker", "LlamaRun", "llama_cpp_available",
+__all__ = ["EngineError", "LarkChecker", "LLGuidanceChecker", "LlamaCppChecker", "LlamaCppWorker", "LlamaRun", "llama_cpp_available",
            "llama_cpp_pattern", "grammar_verdict", "llama_cpp_verdict"]
 
 
@@ -70,38 +70,25 @@ def _byte_tokenizer() -> Any:
     return llguidance.LLTokenizer(llguidance.TokenizerWrapper(_ByteTokenizer()))
 
 
-class LLGuidanceChecker:
-    """A GBNF grammar compiled by llguidance; ``accepts(text)`` matches whole texts.
-
-    The grammar goes through llguidance's own GBNF→Lark converter (``gbnf_to_lark``; we call it
-    directly rather than ``grammar_from("gbnf", ...)``, which passes text through unconverted when
-    a line looks like Lark, e.g. a rule named ``start``). A grammar llguidance refuses raises
-    ``EngineError`` with its message. Each ``accepts`` works on a ``deep_copy`` of one matcher
-    built up front.
-
-    Measured on a 2-core machine (llguidance 1.9.1, idle): the tool-call grammar of the tests compiles
-    in about 4 ms (llama.cpp's json.gbnf in about 6 ms) and a 95-byte text matches in about 0.12 ms.
+class LarkChecker:
+    """A grammar in llguidance's Lark dialect compiled by llguidance; ``accepts(text)`` matches
+    whole texts. A grammar llguidance refuses raises ``EngineError`` with its message. Each
+    ``accepts`` works on a ``deep_copy`` of one matcher built up front.
 
     Example::
 
-        >>> LLGuidanceChecker('root ::= "\\\\u00e9"\\n')
-        Traceback (most recent call last):
-        ...
-        generator.verify.engines.EngineError: llguidance: grammar refused: ...
+        >>> LarkChecker('start: "a" /[0-9]+/').accepts("a42")
+        True
     """
 
     engine = "llguidance"
 
-    def __init__(self, gbnf: str) -> None:
+    def __init__(self, lark: str) -> None:
         try:
             import llguidance
-            from llguidance.gbnf_to_lark import gbnf_to_lark
-        except ImportError as e:  # pragma: no cover - llguidance is a test extra
+        except ImportError as e:  # pragma: no cover - llguidance is a dependency
             raise EngineError(self.engine, f"not installed ({e}); pip install llguidance") from e
-        try:
-            self.lark = gbnf_to_lark(gbnf)
-        except Exception as e:  # the converter raises bare Exceptions
-            raise EngineError(self.engine, f"GBNF to Lark conversion failed: {e}") from e
+        self.lark = lark
         tokenizer = _byte_tokenizer()
         try:
             grammar = llguidance.LLMatcher.grammar_from_lark(self.lark)
@@ -125,7 +112,7 @@ class LLGuidanceChecker:
 
         Example::
 
-            >>> LLGuidanceChecker('root ::= "ab"\\n').accepted_prefix("abc")
+            >>> LarkChecker('start: "ab"').accepted_prefix("abc")
             (2, 2)
         """
         m = self._matcher.deep_copy()
@@ -141,6 +128,37 @@ class LLGuidanceChecker:
         def chars(n: int) -> int:
             return len(data[:n].decode("utf-8", "ignore"))
         return (chars(best) if best >= 0 else -1), chars(consumed)
+
+
+class LLGuidanceChecker(LarkChecker):
+    """A GBNF grammar compiled by llguidance; ``accepts(text)`` matches whole texts.
+
+    The grammar goes through llguidance's own GBNF→Lark converter (``gbnf_to_lark``; we call it
+    directly rather than ``grammar_from("gbnf", ...)``, which passes text through unconverted when
+    a line looks like Lark, e.g. a rule named ``start``), then :class:`LarkChecker`.
+
+    Measured on a 2-core machine (llguidance 1.9.1, idle): the tool-call grammar of the tests compiles
+    in about 4 ms (llama.cpp's json.gbnf in about 6 ms) and a 95-byte text matches in about 0.12 ms.
+
+    Example::
+
+        >>> LLGuidanceChecker('root ::= "\\\\u00e9"\\n')
+        Traceback (most recent call last):
+        ...
+        generator.verify.engines.EngineError: llguidance: grammar refused: ...
+    """
+
+    def __init__(self, gbnf: str) -> None:
+        try:
+            from llguidance.gbnf_to_lark import gbnf_to_lark
+        except ImportError as e:  # pragma: no cover - llguidance is a dependency
+            raise EngineError(self.engine, f"not installed ({e}); pip install llguidance") from e
+        try:
+            lark = gbnf_to_lark(gbnf)
+        except Exception as e:  # the converter raises bare Exceptions
+            raise EngineError(self.engine, f"GBNF to Lark conversion failed: {e}") from e
+        super().__init__(lark)
+
 
 
 def accepted_prefix(checker: Any, text: str) -> tuple[int, int]:

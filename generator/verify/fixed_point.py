@@ -80,6 +80,7 @@ class FixedPoint:
     # with_tools else None, enable_thinking=enable_thinking)
     enable_thinking: bool = True
     with_tools: bool = False
+    prompt: str = ""  # the rendered prompt the output continues
 
 
 def _scenario_message(name: str, forms: ToolProbeForms, nonnull: bool) -> dict[str, Any] | None:
@@ -233,7 +234,7 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
             diff = aligned_diff(prompt + generated, rebuilt)
     return FixedPoint(scenario, not problems, template_drops=tuple(drops), problems=tuple(problems),
                       generated=generated, parsed=parsed, reconstructs=reconstructs, reconstruct_diff=diff,
-                      enable_thinking=enable, with_tools=tools is not None)
+                      enable_thinking=enable, with_tools=tools is not None, prompt=prompt)
 
 
 def kwargs_for(analysis: TemplateAnalysis, enable_thinking: bool) -> dict[str, Any]:

@@ -1,0 +1,129 @@
+"""``ChatTemplate``: the one object a server holds per model. It renders prompts (as transformers
+does, whole or incrementally, with capability polyfills on request), builds the parser of a
+request, streams OpenAI chunks, and exports the analysis for other tools.
+
+Example::
+
+    >>> ct = ChatTemplate.from_pretrained("templates/chatml-think.jinja")
+    >>> ct.render([{"role": "user", "content": "Hi"}])
+    '<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n'
+    >>> ct.parser().parser.parse("<think>\\nhm\\n</think>\\nHello")["content"]
+    'Hello'
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+from analyzer import analyze_template
+from analyzer.formatter import format_call
+from analyzer.hub import load_pretrained
+from analyzer.load import LoadedTemplate, from_string
+from analyzer.render import Renderer, make_renderer
+from analyzer.structures import Caps, TemplateAnalysis
+
+from .export import export
+from .incremental import IncrementalRenderer
+from .openai_chunks import ChunkStream
+from .params import ChatParams, generate_parser
+from .polyfill import Polyfilled, polyfill
+
+Messages = Sequence[Mapping[str, Any]]
+Tools = Sequence[Mapping[str, Any]] | None
+
+
+class ChatTemplate:
+    """A model's chat template, its analysis (computed on first use) and its renderer."""
+
+    def __init__(self, template: LoadedTemplate, *, engine: str = "jinja2", now: Callable[[], datetime] | None = None,
+                 analysis: TemplateAnalysis | None = None) -> None:
+        self.template = template
+        self.engine = engine
+        self._renderer: Renderer = make_renderer(template, engine, now=now)
+        self._analysis = analysis
+        self._incremental = IncrementalRenderer(self._render_plain)
+
+    @classmethod
+    def from_pretrained(cls, src: str | Path, *, revision: str | None = None, template_name: str | None = None,
+                        special_tokens: Mapping[str, Any] | None = None, **options: Any) -> ChatTemplate:
+        """From a ``.jinja`` file, ``tokenizer_config.json``, ``chat_template.json``, a model
+        directory, a ``.gguf``, a template's text, or a Hugging Face model id (through
+        ``huggingface_hub``: its cache, ``HF_HUB_OFFLINE``). Raises TemplateError."""
+        return cls(load_pretrained(src, revision=revision, template_name=template_name,
+                                   special_tokens=special_tokens), **options)
+
+    @classmethod
+    def from_string(cls, source: str, *, name: str = "<string>", special_tokens: Mapping[str, Any] | None = None,
+                    **options: Any) -> ChatTemplate:
+        """From a template's text (``<s>``/``</s>`` stand in for bos/eos unless given)."""
+        return cls(from_string(source, name=name, special_tokens=special_tokens), **options)
+
+    # ---- analysis
+    @property
+    def analysis(self) -> TemplateAnalysis:
+        """The template's analysis (computed once)."""
+        if self._analysis is None:
+            self._analysis = analyze_template(self.template, engine=self.engine)
+        return self._analysis
+
+    @property
+    def caps(self) -> Caps:
+        return self.analysis.caps
+
+    # ---- rendering
+    def _render_plain(self, messages: Messages, tools: Tools = None, add_generation_prompt: bool = False,
+                      **kwargs: Any) -> str:
+        return self._renderer.render(messages, tools=tools, add_generation_prompt=add_generation_prompt, **kwargs)
+
+    def polyfill(self, messages: Messages, tools: Tools = None) -> Polyfilled:
+        """``messages`` and ``tools`` rewritten only where the caps say the template lacks a
+        feature; ``applied`` says what was done (see :mod:`generator.polyfill`)."""
+        return polyfill(self.caps, messages, tools, example_call=self._example_call(tools))
+
+    def _example_call(self, tools: Tools) -> str:
+        ts = self.analysis.tool_call_structure
+        if not tools or not ts.call_parts:
+            return ""
+        fn = tools[0].get("function", tools[0])
+        args = {k: "..." for k in (fn.get("parameters") or {}).get("properties", {})}
+        return format_call(ts, fn["name"], args, "call_0", 0)
+
+    def render(self, messages: Messages, tools: Tools = None, add_generation_prompt: bool = True, *,
+               polyfill: bool = False, **kwargs: Any) -> str:
+        """The prompt, byte for byte what transformers' ``apply_chat_template(..., tokenize=False)``
+        gives; with ``polyfill`` the conversation is first rewritten where the template lacks a
+        feature (:meth:`polyfill` says what it does)."""
+        if polyfill:
+            p = self.polyfill(messages, tools)
+            messages, tools = p.messages, p.tools
+        return self._render_plain(messages, tools, add_generation_prompt, **kwargs)
+
+    def render_incremental(self, messages: Messages, tools: Tools = None, add_generation_prompt: bool = False, *,
+                           polyfill: bool = False, **kwargs: Any) -> str:
+        """The text the last message adds to the conversation's rendering (the conversation
+        without it is rendered once and cached: one render per message added in turn)."""
+        if polyfill:
+            p = self.polyfill(messages, tools)
+            messages, tools = p.messages, p.tools
+        return self._incremental.render(messages, add_generation_prompt=add_generation_prompt, tools=tools, **kwargs)
+
+    # ---- parsing and exports
+    def parser(self, tools: Tools = None, tool_choice: Literal["auto", "required", "none"] = "auto",
+               parallel_tool_calls: bool = True, prompt: str | None = None, **kwargs: Any) -> ChatParams:
+        """The parser, grammar and triggers of a request (see :func:`generator.generate_parser`;
+        ``kwargs``: ``enable_thinking``, ``id_factory``, ``calls_in_reasoning``)."""
+        return generate_parser(self.analysis, tools=tools, tool_choice=tool_choice,
+                               parallel_tool_calls=parallel_tool_calls, prompt=prompt, **kwargs)
+
+    def chunks(self, params: ChatParams, **options: Any) -> ChunkStream:
+        """An OpenAI ``chat.completion.chunk`` stream of a request's output (options:
+        ``completion_id``, ``model``, ``created``)."""
+        return ChunkStream(params.parser.stream(), self.analysis, **options)
+
+    def export(self, fmt: str, tools: Tools = None, **kwargs: Any) -> dict[str, Any] | str:
+        """The analysis as ``fmt`` (``hf``, ``edgellm``, ``gbnf``, ``lark``, ``structural-tag``):
+        a dict for the JSON formats, text for the grammars (see :mod:`generator.export`)."""
+        return export(self.analysis, fmt, tools=tools, template=self.template, **kwargs)
+

@@ -1,0 +1,73 @@
+"""Every exporter over the corpus, checked by the tool that consumes its output
+(:mod:`generator.verify.exports`): transformers' ``parse_response`` reads our HF response
+template, llguidance compiles our structural tags (as vLLM's guidance backend does) and our
+GBNF and Lark grammars, and the Edge-LLM JSON formats the standard conversations exactly as the
+Jinja template does. A template a format cannot say is "not expressible" with the reason (counted
+by ``benchmarks/export_counts.py``); failures are the exact list :data:`KNOWN`, with the reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from analyzer import load_template
+from analyzer.errors import ChatAutoparserError
+from generator.export import NotExpressible, edgellm
+from generator.verify.exports import verify_exports
+
+KNOWN: dict[str, dict[str, str]] = {
+    "llama.cpp/Reka-Edge.jinja": {
+        "structural-tag": "the template writes arguments with \\uXXXX escapes; llguidance's JSON strings refuse them"},
+    "extra/RekaAI-reka-edge-2603.jinja": {
+        "structural-tag": "the template writes arguments with \\uXXXX escapes; llguidance's JSON strings refuse them"},
+    "extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-vllm_tool_llama4_json.jinja": {
+        "hf": "parallel calls: the json parser gets an empty region (calls with no opener or closer of their own)"},
+    "extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-axolotl.jinja": {
+        "hf": "parallel calls: the json parser gets an empty region (calls with no opener or closer of their own)"},
+    "extra/microsoft-Phi-4-mini-instruct-vllm_tool_phi4_mini.jinja": {
+        "hf": "parallel calls separated by a comma inside one section: the json parser reads two objects as one"},
+    "extra/inclusionAI-SingGuard-2b.jinja": {
+        "hf": "content before a call is dropped by parse_response (the content region ends where the call opens)"},
+    "extra/meituan-longcat-LongCat-2.0.jinja": {
+        "hf": "the start anchor is not found in the prefix, so the prompt's text becomes content"},
+}
+
+
+def test_exporters_verified_by_their_consumers(corpus_entry, analyzed, fixed_points) -> None:
+    analysis = analyzed(corpus_entry.path)
+    if isinstance(analysis, ChatAutoparserError):
+        pytest.skip("no analysis (its error is checked by test_golden)")
+    verdicts = verify_exports(load_template(corpus_entry.path), analysis, fixed_points(corpus_entry.path))
+    failing = {fmt: v.reason for fmt, v in verdicts.items() if v.status == "failing"}
+    known = KNOWN.get(corpus_entry.name, {})
+    assert set(failing) <= set(known), f"{corpus_entry.name}: {failing}"
+    assert set(known) <= set(failing), f"{corpus_entry.name}: {sorted(set(known) - set(failing))} pass now"
+    for fmt, v in verdicts.items():
+        assert v.status != "not_expressible" or v.reason, f"{fmt}: not expressible without a reason"
+
+
+def test_known_entries_are_corpus_templates(corpus) -> None:
+    assert set(KNOWN) <= {e.name for e in corpus}
+
+
+def test_edgellm_matches_the_seed_example_for_qwen3(corpus_root) -> None:
+    """seed 002's Qwen3 example (its default system prompt is the exporter's option: the
+    template writes none, and the check against the Jinja output would refuse one)."""
+    t = load_template(corpus_root / "llama.cpp" / "Qwen-Qwen3-0.6B.jinja")
+    from analyzer import analyze_template
+    ct = edgellm.chat_template(t, analyze_template(t), model_path="/path/to/Qwen3-0.6B")
+    turn = {"suffix": "<|im_end|>\n"}
+    assert ct == {"model_path": "/path/to/Qwen3-0.6B", "content_types": {}, "default_system_prompt": "",
+                  "roles": {r: {"prefix": f"<|im_start|>{r}\n", **turn} for r in ("system", "user", "assistant")},
+                  "generation_prompt": "<|im_start|>assistant\n<think>\n\n</think>\n\n",
+                  "generation_prompt_thinking": "<|im_start|>assistant\n"}
+
+
+def test_not_expressible_is_typed_with_the_evidence() -> None:
+    from analyzer import from_string
+    from analyzer import analyze_template
+    t = from_string("{% for m in messages %}{% if loop.first %}FIRST {% endif %}<{{ m.role }}>{{ m.content }}"
+                    "{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}")
+    with pytest.raises(NotExpressible) as e:
+        edgellm.chat_template(t, analyze_template(t))
+    assert isinstance(e.value, ChatAutoparserError) and e.value.fmt == "edgellm"
