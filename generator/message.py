@@ -22,7 +22,7 @@ from analyzer.structures import FunctionFormat, ReasoningMode, TemplateAnalysis
 from .calls import (Sectioned, bare_json_calls, call_guards, channel_call, channel_parts, section_end, separator_ws,
                     tool_guards, tool_section, tool_stops, turn_end_like)
 from .skeleton import skeleton_call
-from .peg import (Ahead, Attempt, Capture, Check, Choice, Empty, Lazy, Lit, Marker, Noted, Opt, OptMarker, Parser, Repeat,
+from .peg import (Ahead, Attempt, Capture, Check, Choice, Empty, Lazy, Lit, Marker, Noted, Opt, OptMarker, Parser,
                   Seq, Text, Until, Ws)
 from .recovery import AtEnd, Segments, TextUntilCall
 
