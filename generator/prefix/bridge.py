@@ -77,9 +77,12 @@ def _answer_close(conv: Conversation, history: list[Message], answer: Message, n
         at = full.rfind(m, start, split)
         if at >= 0 and (best is None or at + len(m) > best.end):
             best = _Close(m, at + len(m))
-    if best is None:
-        raise ConversationError(f"cannot find where the template closes the assistant's turn (looked for "
-                                f"{markers} in {full[start:split]!r})")
+    if best is None:  # no close marker (the next turn's opener ends the turn): the answer's own render ends it
+        upto = conv.render(history + [answer], kwargs, generation_prompt=False)
+        if upto is None or not markers_in(full[start:split]) and not upto:
+            raise ConversationError(f"cannot find where the template closes the assistant's turn in "
+                                    f"{full[start:split]!r}")
+        best = _Close("", common_prefix_len(upto, full))
     return full, best
 
 
@@ -117,12 +120,14 @@ def bridge_to_next_turn(template: Any, prev_prompt_ids: Sequence[int], prev_comp
     prompt, completion = tok.decode(prev_prompt_ids), tok.decode(prev_completion_ids)
     markers = _close_markers(conv, completion)
     kept, closed_by = _trim(tok, list(prev_completion_ids), markers)
+    if closed_by is None:  # a close written as text (not one token) ends the turn as well
+        closed_by = next((m for m in markers if completion.rstrip().endswith(m)), None)
     params = generate_parser(analysis, tools=conv.tools, prompt=prompt, enable_thinking=kwargs.get("enable_thinking"))
     answer = conv.as_template_message(params.parser.parse(completion))
     before = list(history) if history is not None else [dict(STAND_IN_USER)]
     full, close = _answer_close(conv, before, answer, list(new_messages), kwargs,
                                 [closed_by] if closed_by else markers)
-    if closed_by is None:
+    if closed_by is None and close.marker:
         kept += tok.encode(close.marker)
     return list(prev_prompt_ids) + kept + tok.encode(full[close.end:])
 

@@ -68,6 +68,17 @@ def stop_marker(analysis: TemplateAnalysis) -> str:
     return (analysis.final_suffix or analysis.end_of_turn).strip()
 
 
+def turn_markers(analysis: TemplateAnalysis, rendered: str = "") -> list[str]:
+    """The markers that frame a turn: the model's stop marker, those of the generation prompt, and
+    those in ``rendered`` (a conversation the template rendered) written with the same delimiters
+    (``<|`` and ``|>``, say). A vocabulary fits a template when each of these is one special token."""
+    found = [stop_marker(analysis)] + markers_in(analysis.generation_prompt)
+    found = [m for m in found if m]
+    shapes = {(m[:2], m[-2:]) for m in found if len(m) > 4}
+    found += [m for m in markers_in(rendered) if (m[:2], m[-2:]) in shapes]
+    return [m for i, m in enumerate(found) if m not in found[:i]]
+
+
 @dataclass
 class Conversation:
     """Renders conversations through one template, remembering why a render failed."""

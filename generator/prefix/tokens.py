@@ -64,6 +64,12 @@ class TokenizerAdapter:
         return marker in self.special and len(self.encode(marker)) == 1
 
 
+def fits(tok: TokenizerAdapter, markers: Sequence[str]) -> bool:
+    """Whether a vocabulary is a template's: it has markers, each one special token (see
+    :func:`~generator.prefix.conversation.turn_markers`)."""
+    return bool(markers) and all(tok.is_special(m) for m in markers)
+
+
 # --------------------------------------------------------------------------- wrapping objects
 
 def _from_tokenizers(tok: Any, name: str) -> TokenizerAdapter:

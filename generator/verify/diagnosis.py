@@ -88,6 +88,9 @@ def diagnose(f: Facts, expected: str, got: str, i: int) -> tuple[str, str]:
         found = check(f, expected, got, i)
         if found is not None:
             return found
+    if i < len(f.prompt):
+        return "other", (f"the template writes this turn's opening in history otherwise than its generation prompt: "
+                         f"{expected[i:len(f.prompt)][:40]!r} in the prompt, {got[i:i + 40]!r} in the next one")
     return "other", f"the output and the new prompt part at character {i}"
 
 
