@@ -230,3 +230,15 @@ def test_cli_roundtrip_table_and_json(capsys):
     data = json.loads(capsys.readouterr().out)
     assert [r["scenario"] for r in data["roundtrip"]["results"]] == list(SCENARIOS)
     assert debug_main([CHATML, "--roundtrip", "--tokenizer", "/nonexistent/tokenizer.json"]) == 2
+
+
+def test_template_report_has_a_roundtrip_column(tmp_path):
+    from tools.template_report import main as report_main
+    assert report_main([CHATML, "--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md"),
+                        "--jobs", "1", "--quiet"]) == 0
+    t = json.loads((tmp_path / "r.json").read_text())["templates"][0]
+    assert t["checks"]["roundtrip/content_whitespace"] == "fail"
+    assert t["checks"]["roundtrip/tool_call_reasoning"] == "pass"
+    assert t["roundtrip"]["content_whitespace"]["diagnosis"] == "whitespace_stripped"
+    md = (tmp_path / "r.md").read_text()
+    assert "| roundtrip |" in md and "Prefix-cache roundtrip" in md
