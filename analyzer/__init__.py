@@ -11,8 +11,8 @@ Example::
 __version__ = "0.1.0"
 
 from .analyze import analyze_template
-from .errors import (AnalysisError, ChatAutoparserError, ParseError, RenderError, RenderLimitError, TemplateError,
-                     TemplateRaised)
+from .errors import (AnalysisError, ChatAutoparserError, ParseError, RenderError, RenderLimitError, SecurityError,
+                     TemplateError, TemplateRaised)
 from .load import LoadedTemplate, from_string, load_template
 from .render import ENGINES, RenderLimits, make_renderer
 from .structures import (ArgumentFormat, Caps, ContentMode, ContentStructure, FunctionFormat, ReasoningMode,
@@ -22,5 +22,5 @@ __all__ = [
     "__version__", "analyze_template", "load_template", "from_string", "make_renderer", "LoadedTemplate", "RenderLimits", "ENGINES",
     "TemplateAnalysis", "Caps", "ContentStructure", "ToolCallStructure", "ThinkingSetting", "ReasoningMode",
     "ContentMode", "FunctionFormat", "ArgumentFormat", "ChatAutoparserError", "TemplateError", "RenderError",
-    "RenderLimitError", "TemplateRaised", "AnalysisError", "ParseError",
+    "RenderLimitError", "SecurityError", "TemplateRaised", "AnalysisError", "ParseError",
 ]

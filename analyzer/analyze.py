@@ -10,16 +10,18 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 
 from .caps import _info, probe_caps
 from .content import detect_content
-from .errors import AnalysisError, RenderError, TemplateError
+from .errors import AnalysisError, RenderError, RenderLimitError, TemplateError
 from .load import LoadedTemplate, load_template
 from .prober import Prober
 from .reasoning import detect_reasoning, mode_for, settings_modes
 from .render import DEFAULT_LIMITS, RenderLimits, compile_error
 from .structures import ContentStructure, ReasoningMode, TemplateAnalysis, ThinkingSetting
+from .template_info import TemplateInfo
 from .tools import analyze_tools
 from .turns import SettingRender, probe_turns
 
@@ -59,24 +61,40 @@ def _setting(s: SettingRender, mode: ReasoningMode, reasoning) -> ThinkingSettin
                            tools_reasoning_mode=tools_mode if differs else None)
 
 
+def _variation_notes(prober: Prober, info: TemplateInfo | None) -> list[str]:
+    """Notes on renders that vary from call to call (found by rendering probes again, or by
+    the template's use of ``random``/``lipsum``)."""
+    unstable = prober.unstable_probe()
+    if unstable:
+        return [f"nondeterministic: probe {unstable!r} rendered differently when rendered again; "
+                "this analysis describes one of its renders"]
+    if info is not None and info.random_sources:
+        return [f"the template uses {', '.join(info.random_sources)}: its renders may differ from call to call"]
+    return []
+
+
 def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "jinja2",
                      limits: RenderLimits = DEFAULT_LIMITS) -> TemplateAnalysis:
     """Analyze a chat template (a path, or a template loaded with :func:`analyzer.load_template`).
 
     Raises ``TemplateError`` for input that is not a usable template (missing file, bad JSON,
-    syntax error) and ``AnalysisError`` when no probe renders.
+    syntax error, over a compile limit), ``AnalysisError`` when no probe renders (saying so
+    when the template renders differently each time), and ``RenderLimitError`` naming the
+    probe when the analysis runs over ``limits.analysis_timeout_s``. A template whose renders
+    vary (``random``, ``lipsum``, or found by rendering probes twice) is analysed, with a note.
 
     Example::
 
         >>> analyze_template("templates/chatml-think.jinja").caps.supports_tools
         True
     """
+    deadline = time.monotonic() + limits.analysis_timeout_s
     loaded = template if isinstance(template, LoadedTemplate) else load_template(template)
     for src in set(loaded.variants.values()):
-        err = compile_error(src, loaded.name, engine)
+        err = compile_error(src, loaded.name, engine, limits)
         if err is not None:
             raise err
-    prober = Prober(loaded, engine=engine, limits=limits)
+    prober = Prober(loaded, engine=engine, limits=limits, deadline=deadline)
     try:
         caps = probe_caps(prober)
         turns = probe_turns(prober, caps)
@@ -89,10 +107,19 @@ def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "ji
         content = detect_content(turns, reasoning, thinking_full)
         tool_structure = analyze_tools(prober, caps, turns, reasoning, content.end_of_turn,
                                        (content.start, content.end), content.final_suffix)
+    except RenderLimitError:
+        raise  # the analysis' time budget, naming the probe
     except RenderError as e:  # a render that escaped the prober (should not happen)
         raise AnalysisError(str(e), template=loaded.name) from None
+    except AnalysisError as e:
+        unstable = prober.unstable_probe()
+        if unstable:  # the probes disagreed because the template does: say so
+            raise AnalysisError(f"{e.reason} (the template renders differently each time: probe "
+                                f"{unstable!r} changed when rendered again)", template=e.template,
+                                probe=e.probe) from None
+        raise
     header = _strip_reasoning_tail(turns.header, reasoning)
-    notes = []
+    notes = _variation_notes(prober, info)
     if loaded.tokens_are_stand_ins:
         notes.append("no tokenizer config: bos/eos stand-ins "
                      f"{loaded.special_tokens.get('bos_token')!r}, {loaded.special_tokens.get('eos_token')!r} were used")

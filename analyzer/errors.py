@@ -52,7 +52,15 @@ class TemplateRaised(RenderError):
 
 
 class RenderLimitError(RenderError):
-    """A render went over a limit (time, output size, recursion, fuel)."""
+    """A render went over a limit (time, output size, recursion, fuel, a value's size); see
+    :class:`analyzer.limits.RenderLimits`. Also raised by ``analyze_template`` when the whole
+    analysis runs over its time budget, naming the probe it stopped at."""
+
+
+class SecurityError(RenderError):
+    """The template tried something the sandbox forbids: an unsafe attribute, changing a
+    value (``list.append`` in transformers' immutable sandbox), or a method of an input value
+    that the minijinja engine does not expose."""
 
 
 class AnalysisError(ChatAutoparserError):

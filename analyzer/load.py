@@ -22,6 +22,9 @@ Example::
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -31,7 +34,10 @@ from .errors import TemplateError
 # Keys of transformers' ``special_tokens_map`` (SPECIAL_TOKENS_ATTRIBUTES).
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
                       "mask_token")
+# Input limits: the size of a template or config file (read at most this far), and how deep
+# its JSON may nest (configs nest 4 deep; Python's parser recurses once per level).
 MAX_TEMPLATE_BYTES = 4 * 1024 * 1024
+MAX_JSON_DEPTH = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,15 +133,50 @@ def _replace(t: LoadedTemplate, **changes: Any) -> LoadedTemplate:
     return replace(t, **changes)
 
 
-def _read_text(p: Path, display: str) -> str:
+def read_regular_file(p: Path, display: str, limit: int = MAX_TEMPLATE_BYTES) -> bytes:
+    """The bytes of ``p`` if it is a regular file (a symlink to one is fine) of at most
+    ``limit`` bytes. The size is checked while reading: ``/dev/zero`` reports 0 and never
+    ends, a FIFO blocks on open (hence ``O_NONBLOCK``).
+
+    >>> read_regular_file(Path("/dev/zero"), "zero")
+    Traceback (most recent call last):
+    ...
+    analyzer.errors.TemplateError: zero: not a regular file (a character device)
+    """
     try:
-        size = p.stat().st_size
-        if size > MAX_TEMPLATE_BYTES:
-            raise TemplateError(f"file is {size} bytes; templates over {MAX_TEMPLATE_BYTES} bytes are refused",
-                                template=display)
-        data = p.read_bytes()
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise TemplateError(f"cannot read: {e.strerror or e}", template=display) from None
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise TemplateError(f"not a regular file ({_file_kind(mode)})", template=display)
+            chunks, size = [], 0
+            while size <= limit:
+                chunk = f.read(min(1 << 20, limit + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        except OSError as e:
+            raise TemplateError(f"cannot read: {e.strerror or e}", template=display) from None
+    if size > limit:
+        raise TemplateError(f"file is over {limit} bytes; larger templates and configs are refused",
+                            template=display)
+    return b"".join(chunks)
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "a special file"
+
+
+def _read_text(p: Path, display: str) -> str:
+    data = read_regular_file(p, display)
     if b"\x00" in data:
         raise TemplateError("not a text file (contains NUL bytes)", template=display)
     try:
@@ -155,13 +196,39 @@ def _load_jinja(p: Path, display: str) -> LoadedTemplate:
                           special_tokens=tokens or dict(STAND_IN_TOKENS), tokens_are_stand_ins=stand_in)
 
 
-def _parse_json(p: Path, display: str) -> Any:
-    text = _read_text(p, display)
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKETS = re.compile(r"[\[{]+|[\]}]+")
+
+
+def json_depth(text: str) -> int:
+    """How deep the arrays and objects of JSON ``text`` nest (strings skipped), found without
+    parsing it.
+
+    >>> json_depth('{"a": [1, {"b": "[[["}]}')
+    3
+    """
+    depth = deepest = 0
+    for run in _JSON_BRACKETS.findall(_JSON_STRING.sub("", text)):
+        depth += len(run) if run[0] in "[{" else -len(run)
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def parse_json(text: str, display: str) -> Any:
+    """``json.loads(text)``, refused (TemplateError) when invalid or nested over ``MAX_JSON_DEPTH``."""
+    if json_depth(text) > MAX_JSON_DEPTH:
+        raise TemplateError(f"JSON nests over {MAX_JSON_DEPTH} levels deep", template=display)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise TemplateError(f"invalid JSON: {e.msg} (line {e.lineno}, column {e.colno})",
                             template=display) from None
+    except RecursionError:  # below the depth limit, but the caller's stack was already deep
+        raise TemplateError("JSON nests too deeply to parse", template=display) from None
+
+
+def _parse_json(p: Path, display: str) -> Any:
+    return parse_json(_read_text(p, display), display)
 
 
 def _templates_from_value(value: Any, display: str) -> dict[str, str]:
@@ -212,8 +279,8 @@ def _tokens_from_dir(d: Path) -> dict[str, Any]:
         f = d / fname
         if f.is_file():
             try:
-                cfg = json.loads(f.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                cfg = _parse_json(f, str(f))
+            except TemplateError:  # as with invalid JSON: no tokens from it (stand-ins are noted)
                 continue
             if isinstance(cfg, dict):
                 tokens.update(_special_tokens(cfg))
@@ -250,6 +317,12 @@ def _load_dir(d: Path, display: str) -> LoadedTemplate:
 
 
 def _load_gguf(p: Path, display: str) -> LoadedTemplate:
+    try:
+        mode = os.stat(p).st_mode
+    except OSError as e:
+        raise TemplateError(f"cannot read: {e.strerror or e}", template=display) from None
+    if not stat.S_ISREG(mode):
+        raise TemplateError(f"not a regular file ({_file_kind(mode)})", template=display)
     try:
         from gguf import GGUFReader
     except ImportError:  # pragma: no cover - gguf is a declared dependency

@@ -5,21 +5,26 @@ render, remembers it (the same input is never rendered twice), and records every
 with the probe's name so reports can say which probe failed and why.
 
 When the reference engine fails for a reason other than the template refusing the input
-(``raise_exception``), the probe is retried with a relaxed sandbox and then with minijinja,
-and the retry is recorded: transformers itself cannot render e.g. templates that call
-``list.append``, but their output format can still be learned.
+(``raise_exception``) or a limit, the probe is retried with a relaxed sandbox (only where the
+sandbox refused) and then with minijinja, and the retry is recorded: transformers itself
+cannot render e.g. templates that call ``list.append``, but their output format can still be
+learned. A limit binds every engine alike, so it is never retried.
+
+Every render counts against the analysis' time budget (``RenderLimits.analysis_timeout_s``):
+past it, :class:`RenderLimitError` is raised, naming the probe.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from typing import Any, Sequence
 
-from .errors import RenderError, RenderLimitError, TemplateError, TemplateRaised
+from .errors import RenderError, RenderLimitError, SecurityError, TemplateError, TemplateRaised
 from .load import LoadedTemplate
 from .probes import as_parts
-from .render import DEFAULT_LIMITS, RenderLimits, make_renderer
+from .render import DEFAULT_LIMITS, RenderLimits, Renderer, make_renderer
 from .structures import ProbeFailure
 
 # Templates that print the date must not change output between two renders of one analysis.
@@ -28,9 +33,13 @@ PINNED_NOW = datetime(2026, 1, 15, 12, 0, 0)
 
 class Prober:
     def __init__(self, template: LoadedTemplate, *, engine: str = "jinja2",
-                 limits: RenderLimits = DEFAULT_LIMITS, fallbacks: bool = True) -> None:
+                 limits: RenderLimits = DEFAULT_LIMITS, fallbacks: bool = True,
+                 deadline: float | None = None) -> None:
         self.template = template
         self.engine = engine
+        self.limits = limits
+        # time.monotonic() past which no probe renders (the analysis' budget)
+        self.deadline = deadline if deadline is not None else time.monotonic() + limits.analysis_timeout_s
         now = lambda: PINNED_NOW  # noqa: E731
         self._primary = make_renderer(template, engine, limits=limits, now=now, reuse_tools=engine == "jinja2")
         self._fallbacks = []
@@ -40,7 +49,15 @@ class Prober:
                                                      sandbox="relaxed"))
             self._fallbacks.append(make_renderer(template, "minijinja" if engine == "jinja2" else "jinja2",
                                                  limits=limits, now=now))
+        for renderer in (self._primary, *self._fallbacks):
+            renderer.deadline = self.deadline
         self._cache: dict[str, str | RenderError] = {}
+        # key -> (probe, renderer, input) of each successful render, to render it again
+        self._rendered: dict[str, tuple[str, Renderer, tuple]] = {}
+        # (reason, line) of reference failures no fallback could render: a probe failing the
+        # same way at the same line is not retried (minijinja renders in a worker process,
+        # and most templates refuse a few probes on both engines alike)
+        self._futile: set[tuple[str, int | None]] = set()
         self._tool_keys: dict[int, str] = {}
         self._pinned: list[Any] = []
         self.failures: dict[str, ProbeFailure] = {}
@@ -78,7 +95,7 @@ class Prober:
             kwargs = {**self.default_kwargs, **kwargs}
         key = self._key(msgs, tools, add_generation_prompt, kwargs)
         if key not in self._cache:
-            self._cache[key] = self._render(probe, msgs, tools, add_generation_prompt, kwargs)
+            self._cache[key] = self._render(probe, key, msgs, tools, add_generation_prompt, kwargs)
         out = self._cache[key]
         if isinstance(out, RenderError) and record and probe not in self.failures:
             kind = ("raised" if isinstance(out, TemplateRaised) else
@@ -86,25 +103,65 @@ class Prober:
             self.failures[probe] = ProbeFailure(probe, out.reason, kind)
         return out
 
-    def _render(self, probe: str, msgs: list[dict[str, Any]], tools: Any, agp: bool,
+    def _over_budget(self, probe: str) -> RenderLimitError:
+        return RenderLimitError(f"analysis took over {self.limits.analysis_timeout_s:g} s (analysis_timeout_s)",
+                                template=self.template.name, probe=probe)
+
+    def _render(self, probe: str, key: str, msgs: list[dict[str, Any]], tools: Any, agp: bool,
                 kwargs: dict[str, Any]) -> str | RenderError:
+        if time.monotonic() >= self.deadline:
+            raise self._over_budget(probe)
         self.renders += 1
+        args = (msgs, tools, agp, kwargs)
         try:
-            return self._primary.render(msgs, tools=tools, add_generation_prompt=agp, **kwargs)
+            out = self._primary.render(msgs, tools=tools, add_generation_prompt=agp, **kwargs)
+            self._rendered[key] = (probe, self._primary, args)
+            return out
         except TemplateRaised as e:
             return e.with_probe(probe)
+        except RenderLimitError as e:
+            if time.monotonic() >= self.deadline:
+                raise self._over_budget(probe) from None
+            return e.with_probe(probe)  # a limit binds every engine: no fallback
         except RenderError as e:
             first = e.with_probe(probe)
+        if (first.reason, first.line) in self._futile:
+            return first
         for fb in self._fallbacks:
-            if getattr(fb, "sandbox", "") == "relaxed" and "sandbox refused" not in first.reason:
+            if getattr(fb, "sandbox", "") == "relaxed" and not isinstance(first, SecurityError):
                 continue  # a mutable sandbox only helps where the immutable one refused
             try:
                 out = fb.render(msgs, tools=tools, add_generation_prompt=agp, **kwargs)
             except (RenderError, TemplateError):  # TemplateError: the fallback cannot compile it
+                if time.monotonic() >= self.deadline:
+                    raise self._over_budget(probe) from None
                 continue
             self.fallback_used.setdefault(probe, f"{fb.engine} (reference failed: {first.reason})")
+            self._rendered[key] = (probe, fb, args)
             return out
+        self._futile.add((first.reason, first.line))
         return first
+
+    def unstable_probe(self) -> str | None:
+        """A probe whose render changes when rendered again (randomness in the template, or an
+        object's address printed), or None. One render is repeated: the longest with a
+        generation prompt, where a varying assistant header would show (else the longest). The
+        source's own ``random``/``lipsum`` are found statically (``TemplateInfo.random_sources``)."""
+        best: tuple[bool, int, str] | None = None
+        for key, (probe, renderer, args) in self._rendered.items():
+            out = self._cache.get(key)
+            if isinstance(out, str) and (best is None or (bool(args[2]), len(out)) > best[:2]):
+                best = (bool(args[2]), len(out), key)
+        if best is None or time.monotonic() >= self.deadline:
+            return None
+        probe, renderer, (msgs, tools, agp, kwargs) = self._rendered[best[2]]
+        try:
+            again: str | None = renderer.render(msgs, tools=tools, add_generation_prompt=agp, **kwargs)
+        except RenderLimitError:
+            return None  # out of time or budget: says nothing about randomness
+        except RenderError:
+            again = None  # failed where it rendered before
+        return probe if again != self._cache[best[2]] else None
 
     def recorded_failures(self) -> tuple[ProbeFailure, ...]:
         return tuple(self.failures[k] for k in sorted(self.failures))

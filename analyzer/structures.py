@@ -235,6 +235,10 @@ class ToolCallStructure:
     reasoning_on_tool_turns: bool = False
     source: str = ""  # "rendered" (assistant tool calls render) | "instructions" | ""
     value_schema_typed: bool = False  # typed literals follow the tool schema, not the value
+    # markers the template's source writes in its tool-call blocks that the probes' renders do
+    # not show (another form of a call: ``<|python_tag|>`` for built-in tools); the parser
+    # accepts calls they open, and triggers fire on them
+    alt_openers: tuple[str, ...] = ()
     verified: tuple[str, ...] = ()    # probes the formatter reproduced byte for byte
     unverified: tuple[tuple[str, str], ...] = ()  # probe -> why the formatter differs
 

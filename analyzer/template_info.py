@@ -29,6 +29,7 @@ class TemplateInfo:
     variables: frozenset[str]
     compared: tuple[tuple[str, tuple[str | int, ...]], ...]  # variable -> constants it meets
     literals: tuple[str, ...]  # every string constant and text block in the source
+    random_sources: tuple[str, ...] = ()  # the `random` filter, `lipsum()`: output that varies
 
     def constants_for(self, name: str) -> tuple[str | int, ...]:
         return next((vals for var, vals in self.compared if var == name), ())
@@ -141,6 +142,8 @@ def template_info(source: str) -> TemplateInfo:
     for data in _all(found, nodes.TemplateData):
         if data.data:
             literals.append(data.data)
+    random_sources = sorted({"random" for f in _all(found, nodes.Filter) if f.name == "random"}
+                            | {"lipsum" for n in _all(found, nodes.Name) if n.name == "lipsum" and n.ctx == "load"})
     return TemplateInfo(variables=variables,
                         compared=tuple((k, tuple(v)) for k, v in sorted(compared.items())),
-                        literals=tuple(literals))
+                        literals=tuple(literals), random_sources=tuple(random_sources))

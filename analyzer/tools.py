@@ -31,6 +31,7 @@ from .diff import common_prefix_len, common_suffix_len, diff
 from .formatter import format_arguments, format_tool_calls
 from .instructions import read_instructions
 from .markers import is_marker, tokenize
+from .source_markers import alternative_openers
 from .prober import Prober
 from .reasoning import Reasoning
 from .structures import ArgumentFormat, Caps, FunctionFormat, Part, ToolCallStructure, ValueFormat
@@ -827,7 +828,22 @@ def _analyze_tools(prober: Prober, caps: Caps, turns: Turns, reasoning: Reasonin
                  call_parts=tuple(_merge([*call_pre, Part("args"), *call_post])),
                  requires_nonnull_content=caps.requires_nonnull_content)
     ts = _content_and_reasoning(c, ts)
-    return _verify(c, ts)
+    return replace(_verify(c, ts), alt_openers=_alt_openers(c))
+
+
+def _alt_openers(c: _Ctx) -> tuple[str, ...]:
+    """Markers of the source's tool-call blocks that a conversation with a call (and its result,
+    when the template takes one) does not render (see :mod:`analyzer.source_markers`)."""
+    call = tool_call_messages(c.forms, PROBES["one"])
+    shown = c.prober.render("alt_openers", [P.user(), call, P.tool_result(), P.assistant()], tools=probe_tools(),
+                            add_generation_prompt=True) or c.block("one")
+    if shown is None:
+        return ()
+    r = c.reasoning
+    # the markers of the turn's own structure are never another call form
+    own = [*(r if isinstance(r, tuple) else (r.start, r.end) if r is not None else ()),
+           *(c.content_wrapper or ()), c.eot, c.final_suffix]
+    return alternative_openers(c.prober.template.source, shown + "".join(own))
 
 
 def _content_and_reasoning(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:

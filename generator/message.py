@@ -213,6 +213,16 @@ class _Builder:
         channel = channel_parts(ts)
         if channel is not None:  # the same call with its header attributes in another order
             self.add((channel[1],), channel_call(ts, channel), Marker(channel[1]))
+        for opener in ts.alt_openers:  # a form the template writes in another branch (<|python_tag|>)
+            calls = Seq(Marker(opener).loose(), self.section(), self.alt_markers())
+            self.add((opener,), Noted(Attempt(calls, accept=known_calls(self.req.tool_names)),
+                                      f"calls opened by {opener!r}, which the template writes in another branch"),
+                     Marker(opener).loose(after=False))
+
+    def alt_markers(self) -> Parser:
+        """One of the markers of the template's other call forms, after calls (``<|eom_id|>``), or none."""
+        alts = self.ts.alt_openers if self.tools else ()
+        return Choice([((m,), Marker(m).loose()) for m in alts], Empty()) if alts else Empty()
 
     def end_markers(self) -> dict[str, Marker]:
         """The markers that end the turn (the end of turn, the final suffix, a section end that
@@ -267,7 +277,7 @@ class _Builder:
         if not (self.tools and bare_json_calls(ts)):
             return None
         ends = Ahead([m.core for m in self.end_markers().values()])
-        bare = Attempt(Seq(Ws(), self.section(), Ws(), ends),
+        bare = Attempt(Seq(Ws(), self.section(), Ws(), self.alt_markers(), ends),
                        accept=known_calls(self.req.tool_names))
         if ts.calls_after_content:
             self.add(("{", "["), bare, Marker("{"), Marker("["))

@@ -62,6 +62,7 @@ class Segments(Parser):
                 yield NEED
             if pos >= inp.end and inp.eof:
                 return pos
+            ws_from = pos  # whitespace before a segment is the segment's, or text if none follows
             if inp.get(pos, pos + 1) in _WS_CHARS:
                 pos = yield from self._structural_ws(inp, pos, after_segment)
                 if pos >= inp.end and inp.eof:
@@ -78,14 +79,18 @@ class Segments(Parser):
             n_events = inp.n_events
             chunks_before = inp.chunks
             inp.error_pos, inp.error = -1, ""
-            pos = yield from _pinned(inp, start, self._segment(inp, start, n_events, chunks_before, default))
+            pos = yield from _pinned(inp, ws_from, self._segment(inp, start, n_events, chunks_before, default, ws_from))
 
-    def _segment(self, inp: Input, pos: int, n_events: int, chunks_before: int, default: Parser) -> Run:
-        """One segment from ``pos`` (or the text that stands for it); the position after it."""
+    def _segment(self, inp: Input, pos: int, n_events: int, chunks_before: int, default: Parser,
+                 ws_from: int) -> Run:
+        """One segment from ``pos`` (or the text that stands for it, from ``ws_from``: the
+        whitespace before it is text when no segment follows); the position after it."""
         start = pos
         end = yield from self.choice.run(inp, pos)
         if end == pos or end == FAIL and inp.error_pos == pos and inp.chunks == chunks_before and \
                 inp.n_events == n_events:
+            if ws_from < pos:
+                inp.events += [("open", "content"), ("chunk", "content", inp.get(ws_from, pos)), ("close", "content")]
             end = yield from default.run(inp, pos)  # no segment starts here: plain text
             if end == pos:  # nothing consumed (an attempt that did not match): one character as text
                 inp.events += [("open", "content"), ("chunk", "content", inp.get(pos, pos + 1)),
@@ -96,7 +101,7 @@ class Segments(Parser):
             return end
         fail = max(inp.error_pos, start)
         inp.events.append(("abort", start, fail, inp.error or "unexpected text"))
-        resume = start if inp.chunks == chunks_before else fail
+        resume = ws_from if inp.chunks == chunks_before else fail
         if fail <= resume:
             fail = resume
         # the broken segment's text is content, verbatim, up to where parsing resumes

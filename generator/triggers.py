@@ -34,7 +34,20 @@ def grammar_triggers(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, An
     """``[{"type": "word"|"pattern", "value": ...}]`` that start the grammar.
 
     Patterns group with ``(?:...)`` only: llama.cpp starts the grammar at a pattern's first
-    capturing group when it has one (see :func:`trigger_start`)."""
+    capturing group when it has one (see :func:`trigger_start`). A marker of another call form
+    the template writes (``ToolCallStructure.alt_openers``) followed by a call's start triggers
+    too, the grammar starting at the call (the marker is not part of the grammar's form)."""
+    own = _own_triggers(analysis, tools)
+    alts = analysis.tool_call_structure.alt_openers
+    return own + [{"type": "pattern", "value": re.escape(m) + r"\s*(" + _regex(t) + ")"} for m in alts for t in own]
+
+
+def _regex(trigger: Mapping[str, str]) -> str:
+    return re.escape(trigger["value"]) if trigger["type"] == "word" else trigger["value"]
+
+
+def _own_triggers(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """The triggers of the template's own call form."""
     ts = analysis.tool_call_structure
     start = ts.tool_section_start.strip()
     if start:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 import pytest
 
 from analyzer.errors import ChatAutoparserError, TemplateError
-from analyzer.load import (MAX_TEMPLATE_BYTES, STAND_IN_TOKENS, LoadedTemplate, from_string,
+from analyzer.load import (MAX_TEMPLATE_BYTES, STAND_IN_TOKENS, LoadedTemplate, from_string, json_depth,
                            load_template)
 
 DEFAULT_SRC = "{% for m in messages %}{{ m.content }}{% endfor %}"
@@ -522,3 +525,60 @@ def test_error_message_shape(tmp_path: Path) -> None:
     err = ei.value
     assert str(err).startswith(f"{f}: ")
     assert err.reason and err.reason in str(err)
+
+
+# --------------------------------------------------------------------------- hostile inputs
+
+REPO = Path(__file__).resolve().parents[1]
+
+LOAD_CHILD = r"""
+import json, sys
+from analyzer import load_template
+from analyzer.errors import TemplateError
+try:
+    load_template(sys.argv[1]); print(json.dumps("ok"))
+except TemplateError as e:
+    print(json.dumps(f"TemplateError: {e}"))
+"""
+
+
+def load_in_child(path: Path) -> str:
+    """Load in a child process with a memory cap and a time limit: the old loader read
+    /dev/zero until memory ran out and blocked on a FIFO forever."""
+    code = "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))\n" + LOAD_CHILD
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, str(path)], cwd=REPO, capture_output=True, text=True,
+                              timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"loading {path} hung")
+    assert proc.returncode == 0, proc.stderr[-500:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_template_linked_to_dev_zero(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "chat_template.jinja").symlink_to("/dev/zero")
+    (model / "tokenizer_config.json").write_text('{"chat_template": "{{ 1 }}"}', encoding="utf-8")
+    direct = tmp_path / "t.jinja"
+    direct.symlink_to("/dev/zero")
+    assert load_in_child(direct).startswith("TemplateError") and "not a regular file" in load_in_child(direct)
+    # the directory's template is not a file: the loader takes the next one it knows
+    assert load_in_child(model) == "ok"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_template_that_is_a_fifo(tmp_path: Path) -> None:
+    fifo = tmp_path / "t.jinja"
+    os.mkfifo(fifo)
+    assert "not a regular file (a FIFO)" in load_in_child(fifo)
+
+
+def test_deeply_nested_tokenizer_config(tmp_path: Path) -> None:
+    cfg = tmp_path / "tokenizer_config.json"
+    cfg.write_text('{"chat_template": "{{ 1 }}", "x": ' + "[" * 200_000 + "]" * 200_000 + "}", encoding="utf-8")
+    with pytest.raises(TemplateError) as ei:
+        load_template(cfg)  # was a raw RecursionError
+    assert "nests over" in str(ei.value)
+    assert json_depth('{"a": "[[[[", "b": [[1], {"c": []}]}') == 4

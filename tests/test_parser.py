@@ -44,6 +44,7 @@ def calls(message: dict) -> list[tuple[str, object]]:
 QWEN_THINKING = "extra/Qwen-Qwen3-4B-Thinking-2507.jinja"
 DEEPSEEK_V31 = "llama.cpp/deepseek-ai-DeepSeek-V3.1.jinja"
 LLAMA32 = "llama.cpp/meta-llama-Llama-3.2-3B-Instruct.jinja"
+QWEN25 = "llama.cpp/Qwen-Qwen2.5-7B-Instruct.jinja"
 
 
 # --------------------------------------------------------------------------- start state
@@ -138,6 +139,25 @@ def test_pythonic_calls_with_python_quoting(text):
     assert calls(m) == [("get_weather", {"city": "Paris", "days": 3, "tags": ["a", "b"]}), ("search", {"query": "x, y"})]
 
 
+LLAMA31 = "llama.cpp/meta-llama-Llama-3.1-8B-Instruct.jinja"
+
+
+def test_a_call_opened_by_a_marker_the_template_writes_in_another_branch():
+    """Llama 3.1 writes <|python_tag|> (and <|eom_id|>) only for built-in tools; models write it
+    before ordinary calls too. A call must follow: the marker alone stays text."""
+    assert analysis(LLAMA31).tool_call_structure.alt_openers == ("<|python_tag|>", "<|eom_id|>")
+    call = '{"name": "get_weather", "parameters": {"city": "Paris"}}'
+    for text in (f"<|python_tag|>{call}", f"<|python_tag|>{call}<|eom_id|>", f"{call}<|eom_id|>"):
+        m = parse(LLAMA31, text)
+        assert calls(m) == [("get_weather", {"city": "Paris"})] and not m["content"], text
+    assert parse(LLAMA31, "Use <|python_tag|> for tools.")["content"] == "Use <|python_tag|> for tools."
+    text = '<|python_tag|>{"name": "unknown", "parameters": {}}'
+    assert parse(LLAMA31, text)["content"] == text
+    params = generate_parser(analysis(LLAMA31), tools=TOOLS)
+    from generator.triggers import trigger_start
+    assert trigger_start(f"Sure. <|python_tag|>{call}", params.grammar_triggers) == len("Sure. <|python_tag|>")
+
+
 # --------------------------------------------------------------------------- precision
 
 @pytest.mark.parametrize("tools", [TOOLS, None])
@@ -145,6 +165,11 @@ def test_json_in_prose_is_never_a_call(tools):
     text = 'In JSON, an object looks like {"name": "Alice", "age": 3}.'
     m = parse(LLAMA32, text, tools=tools)
     assert m["content"] == text and "tool_calls" not in m
+
+
+@pytest.mark.parametrize("text", ["Use \n<tool_call> for tools.", "Use  <tool_call>", "a\n\n<tool_call>\n{oops}"])
+def test_whitespace_before_a_marker_that_opens_nothing_stays_content(text):
+    assert parse(QWEN25, text)["content"] == text
 
 
 def test_bare_json_is_a_call_only_to_a_tool_of_the_request():
@@ -214,9 +239,6 @@ def test_parallel_calls_of_a_format_that_names_calls_only_in_their_ids():
 
 # --------------------------------------------------------------------------- strict
 
-QWEN25 = "llama.cpp/Qwen-Qwen2.5-7B-Instruct.jinja"
-
-
 def strict_error(name: str, text: str, **kwargs):
     """The ParseError a strict parse raises (streamed and one-shot alike), None when it accepts."""
     from analyzer.errors import ParseError
@@ -245,6 +267,7 @@ def strict_error(name: str, text: str, **kwargs):
     (QWEN25, '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n<tool_call>\n'
              '{"name": "search", "arguments": {"query": "x"}}\n</tool_call>', "'</tool_call>' missing"),
     (QWEN_THINKING, "<think>\nhmm\n</think>\n\nHi", "reasoning start written again"),
+    (LLAMA31, '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris"}}', "opened by '<|python_tag|>'"),
     ("llama.cpp/mistralai-Mistral-Nemo-Instruct-2407.jinja",
      '[TOOL_CALLS]{"name": "get_weather", "arguments": {"city": "Paris"}}', "not in a JSON array"),
     ("extra/baseten-Llama-3.2-3B-Instruct-pythonic.jinja", "[get_weather(city=\"Paris\")]", "quoted with \""),

@@ -22,6 +22,8 @@ from analyzer.render import (ENGINES, RenderLimits, compile_error, hf_tojson, ma
 PINNED = datetime(2024, 2, 29, 13, 5, 9)
 HANG = 10.0  # seconds: anything slower than this is a hang, not a slow machine
 NEVER_ENDS = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+# jinja2 stops NEVER_ENDS by its loop budget within milliseconds; tests of the watchdog lift it
+NO_LOOP_BUDGET = 10**15
 
 both = pytest.mark.parametrize("engine", ENGINES)
 
@@ -398,7 +400,27 @@ def test_endless_loop_stops(engine: str) -> None:
     if engine == "minijinja":
         assert "fuel" in str(ei.value)
     else:
-        assert "0.5 s" in str(ei.value)
+        assert "max_iterations" in str(ei.value) and ei.value.line == 1
+
+
+def test_endless_loop_stops_on_time_without_loop_budget() -> None:
+    t0 = time.monotonic()
+    with pytest.raises(RenderLimitError) as ei:
+        render(NEVER_ENDS, limits=RenderLimits(timeout_s=0.5, max_iterations=NO_LOOP_BUDGET), name="loop.jinja")
+    assert time.monotonic() - t0 < HANG
+    assert "0.5 s" in str(ei.value)
+
+
+def test_loop_budget_counts_every_loop_and_recursive_step() -> None:
+    limits = RenderLimits(max_iterations=10)
+    assert render("{% for i in range(10) %}{{ i }}{% endfor %}", limits=limits) == "0123456789"
+    for src in ("{% for i in range(11) %}{% endfor %}",
+                "{% for i in range(4) %}{% for j in range(4) %}{% endfor %}{% endfor %}",
+                "{% for i in 'abcdefghijk'|list|select %}{% endfor %}",
+                "{% for x in [[[[[[[[[[[1]]]]]]]]]]] recursive %}{{ loop(x) if x is iterable }}{% endfor %}"):
+        with pytest.raises(RenderLimitError) as ei:
+            render(src, limits=limits)
+        assert "max_iterations" in str(ei.value), src
 
 
 def test_minijinja_timeout_when_fuel_is_unlimited() -> None:
@@ -431,7 +453,7 @@ def test_huge_repetition_refused_before_allocation_jinja2() -> None:
 
 @both
 def test_loop_printing_a_lot_stops(engine: str) -> None:
-    src = "{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}"  # 10 million characters
+    src = "{% for i in range(40000) %}{{ 'x' * 100 }}{% endfor %}"  # 4 million characters
     t0 = time.monotonic()
     with pytest.raises(RenderLimitError) as ei:
         render(src, engine)
@@ -483,7 +505,7 @@ def test_huge_power_stops_minijinja() -> None:
 
 @both
 def test_same_thread_renders_normally_after_timeout(engine: str) -> None:
-    limits = RenderLimits(timeout_s=0.3)
+    limits = RenderLimits(timeout_s=0.3, max_iterations=NO_LOOP_BUDGET)
     ok = make_renderer(from_string("{% for m in messages %}{{ m.content }}{% endfor %}"), engine)
     for _ in range(3):
         with pytest.raises(RenderLimitError):
@@ -519,7 +541,7 @@ def test_concurrent_renders_respect_own_timeouts(engine: str) -> None:
 
     def endless(i: int) -> None:
         t = from_string(NEVER_ENDS, name=f"loop{i}")
-        r = make_renderer(t, "jinja2", limits=RenderLimits(timeout_s=timeouts[i]))
+        r = make_renderer(t, "jinja2", limits=RenderLimits(timeout_s=timeouts[i], max_iterations=NO_LOOP_BUDGET))
         t0 = time.monotonic()
         try:
             r.render([])
@@ -577,3 +599,56 @@ def test_concurrent_minijinja_fuel() -> None:
     for i, e in enumerate(errors):
         assert isinstance(e, RenderLimitError), e
         assert str(100_000 * (i + 1)) in str(e)
+
+
+def test_minijinja_worker_interrupted_mid_request_is_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A render interrupted while its reply is on its way (KeyboardInterrupt, an error in the
+    caller) must not leave that reply for the next render to read."""
+    import analyzer.minijinja_engine as mj
+
+    class Interrupt(BaseException):
+        pass
+
+    renderer = make_renderer(from_string("{{ messages[0].content }}"), "minijinja")
+    assert renderer.render([user("warm")]) == "warm"  # the pool holds a started worker
+    real_read = mj._Worker._read
+    armed = [True]
+
+    def read_once_interrupted(self: Any, n: int, deadline: float) -> bytes:
+        if armed[0]:
+            armed[0] = False
+            raise Interrupt()
+        return real_read(self, n, deadline)
+
+    monkeypatch.setattr(mj._Worker, "_read", read_once_interrupted)
+    with pytest.raises(Interrupt):
+        renderer.render([user("first")])
+    assert renderer.render([user("second")]) == "second"
+
+
+def test_minijinja_worker_started_by_a_thread_outlives_it() -> None:
+    """The pool hands a worker to any thread: the worker must not die with the thread that
+    started it (PR_SET_PDEATHSIG fires when that thread ends, not the process)."""
+    import analyzer.minijinja_engine as mj
+
+    renderer = make_renderer(from_string("{{ messages[0].content }}"), "minijinja")
+    memory_mb = RenderLimits().worker_memory_mb
+    started, finish = threading.Event(), threading.Event()
+
+    def start_one() -> None:
+        mj._POOL.release(mj._Worker(memory_mb))  # started by this thread, idle in the pool
+        started.set()
+        finish.wait()
+
+    t = threading.Thread(target=start_one)
+    t.start()
+    started.wait()
+    worker = mj._POOL.acquire(memory_mb)  # handed out while its thread lives
+    finish.set()
+    t.join()
+    time.sleep(0.2)
+    try:
+        assert worker.alive()
+    finally:
+        mj._POOL.release(worker)
+    assert renderer.render([user("after")]) == "after"

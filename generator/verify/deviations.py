@@ -432,6 +432,15 @@ def _section_start_missing(out: Output) -> list[str]:
     return [out.with_block(out.format(replace(ts, tool_section_start="", tool_section_end="")))]
 
 
+def _alt_opener(out: Output) -> list[str]:
+    """The calls opened by a marker the template writes for calls in another branch of its
+    source (``<|python_tag|>``), the first one only."""
+    if out.block is None or not out.ts.alt_openers:
+        return []
+    block = out.text[out.block[0]:out.block[1]]
+    return [out.with_block(out.ts.alt_openers[0] + block)]
+
+
 def _arg_closer_missing(out: Output) -> list[str]:
     """A tagged argument's closing marker missing (the next argument or the call's closer follows)."""
     ts = out.ts
@@ -558,6 +567,7 @@ PERTURBATIONS: tuple[Perturbation, ...] = (
     Perturbation("section_end_missing", "the tool section's end missing", _section_end_missing),
     Perturbation("section_start_missing", "calls written without the section opener", _section_start_missing),
     Perturbation("arg_closer_missing", "a tagged argument's closer missing", _arg_closer_missing),
+    Perturbation("alt_opener", "calls opened by a marker of another call form the template writes", _alt_opener),
     Perturbation("namespace_dropped", "the function name without the template's namespace", _namespace_dropped),
     Perturbation("python_single_quotes", "Python string arguments in single quotes", _python_quoted("'")),
     Perturbation("python_double_quotes", "Python string arguments in double quotes", _python_quoted('"')),

@@ -1,0 +1,177 @@
+"""jinja2 code generation for untrusted templates: nothing is evaluated while compiling, and
+the generated code routes output, ``~``, comparisons and loops through the guards.
+
+jinja2 folds constant expressions while it generates code, whether or not the environment is
+``optimized``: ``CodeGenerator.visit_Output`` asks every printed expression for
+``as_const()``, which runs filters, ``%`` and ``~`` on literal arguments then and there
+(``{{ 'x'|center(10**9) }}`` allocated a gigabyte at compile time, outside every render limit,
+and the result stayed in the compile cache). Here only template text and literals are taken
+as constants; every expression runs at render time, under the limits.
+
+Example::
+
+    >>> from analyzer.render import compile_template
+    >>> t = compile_template("{{ 'x'|center(1000000000) }}", "immutable")  # at once: nothing ran
+    >>> t.render()
+    Traceback (most recent call last):
+    ...
+    analyzer.errors.RenderLimitError: <template>: center result over 2000000 (max_value_size)
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame, operators
+
+from .errors import TemplateError
+from .limits import current
+
+
+_HOOKS = {"_loop_iter": "environment.loop_iter(", "_loop_tick": "environment.loop_tick("}
+
+
+def _hook(name: str, node: nodes.Expr, lineno: int) -> nodes.Filter:
+    """A call of a guard (jinja2 allows no new node types: a Filter node with a name of ours,
+    which ``visit_Filter`` writes as a direct call of the environment's hook)."""
+    return nodes.Filter(node, name, [], [], None, None, lineno=lineno)
+
+
+def _literal(node: nodes.Node) -> bool:
+    """A constant written in the source: comparing with it never walks a container."""
+    if isinstance(node, nodes.Const):
+        return True
+    if isinstance(node, (nodes.List, nodes.Tuple)):
+        return all(_literal(item) for item in node.items)
+    return False
+
+
+class GuardedCodeGenerator(CodeGenerator):
+    """jinja2's code generator with compile-time evaluation switched off and runtime guards
+    (:mod:`analyzer.guards`) on output, ``~``, comparisons, dict keys and loops."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        limits = current().limits
+        self._max_nesting, self._max_code = limits.max_nesting, limits.max_compiled_chars
+        self._nesting = self._literal_chars = 0
+
+    # ---------------------------------------------------------------- template size
+
+    def visit_Template(self, node: nodes.Template, frame: Frame | None = None) -> None:
+        super().visit_Template(node, frame)
+        # Python's compiler, one C call no timer can interrupt, runs next: its work grows with
+        # the code, not with the template text it carries
+        if self.stream.tell() - self._literal_chars > self._max_code:
+            raise TemplateError(f"template compiles to over {self._max_code} characters of Python code "
+                                "(max_compiled_chars; the template's text not counted)")
+
+    def _output_const_repr(self, group: Any) -> str:
+        text = super()._output_const_repr(group)
+        self._literal_chars += len(text)
+        return text
+
+    def blockvisit(self, nodes_: Any, frame: Frame) -> None:
+        self._nesting += 1
+        try:
+            if self._nesting > self._max_nesting + 1:  # + the template's own body
+                first = next(iter(nodes_), None)
+                raise TemplateError(f"blocks nest over {self._max_nesting} deep (max_nesting)",
+                                    line=getattr(first, "lineno", None))
+            super().blockvisit(nodes_, frame)
+        finally:
+            self._nesting -= 1
+
+    # ---------------------------------------------------------------- no compile-time evaluation
+
+    def _output_child_to_const(self, node: nodes.Expr, frame: Frame, finalize: Any) -> str:
+        if isinstance(node, (nodes.TemplateData, nodes.Const)):
+            return super()._output_child_to_const(node, frame, finalize)
+        raise nodes.Impossible()
+
+    def visit_EvalContextModifier(self, node: nodes.EvalContextModifier, frame: Frame) -> None:
+        # jinja2 evaluates `{% autoescape expr %}` at compile time; only a literal is known.
+        for keyword in node.options:
+            self.writeline(f"context.eval_ctx.{keyword.key} = ")
+            self.visit(keyword.value, frame)
+            if isinstance(keyword.value, nodes.Const):
+                setattr(frame.eval_ctx, keyword.key, keyword.value.value)
+            else:
+                frame.eval_ctx.volatile = True
+
+    # ---------------------------------------------------------------- runtime guards
+
+    # A value printed or compared is measured first. (The generated code stays simple: Python
+    # compiles it once per template, and compiling is most of an analysis' time.)
+
+    def _output_child_pre(self, node: nodes.Expr, frame: Frame, finalize: Any) -> None:
+        if frame.eval_ctx.volatile or frame.eval_ctx.autoescape or finalize.src is not None:
+            super()._output_child_pre(node, frame, finalize)
+            self.write("environment.measured(")
+        else:
+            self.write("environment.guarded_text(")
+
+    def _output_child_post(self, node: nodes.Expr, frame: Frame, finalize: Any) -> None:
+        if frame.eval_ctx.volatile or frame.eval_ctx.autoescape or finalize.src is not None:
+            self.write(")")
+            super()._output_child_post(node, frame, finalize)
+        else:
+            self.write(")")
+
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        autoescape = ("context.eval_ctx.autoescape" if frame.eval_ctx.volatile
+                      else repr(bool(frame.eval_ctx.autoescape)))
+        self.write("environment.guarded_concat((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write(f"), {autoescape})")
+
+    def _measured(self, node: nodes.Expr, frame: Frame, measure: bool) -> None:
+        if measure:
+            self.write("environment.measured(")
+            self.visit(node, frame)
+            self.write(")")
+        else:
+            self.visit(node, frame)
+
+    def visit_Compare(self, node: nodes.Compare, frame: Frame) -> None:
+        # Comparing two containers recurses in C (as deep as the left one goes); a side
+        # written as a literal cannot take part in that.
+        operands = [node.expr] + [op.expr for op in node.ops]
+        self.write("(")
+        for i, node_ in enumerate(operands):
+            if i:
+                self.write(f" {operators[node.ops[i - 1].op]} ")
+            right = operands[i + 1] if i + 1 < len(operands) else None
+            self._measured(node_, frame, right is not None and not _literal(node_) and not _literal(right))
+        self.write(")")
+
+    def visit_Dict(self, node: nodes.Dict, frame: Frame) -> None:
+        self.write("{")
+        for idx, item in enumerate(node.items):
+            if idx:
+                self.write(", ")
+            self._measured(item.key, frame, not _literal(item.key))  # keys are hashed
+            self.write(": ")
+            self.visit(item.value, frame)
+        self.write("}")
+
+    def visit_Filter(self, node: nodes.Filter, frame: Frame) -> None:
+        hook = _HOOKS.get(node.name) if node.name.startswith("_loop_") else None
+        if hook is None:
+            return super().visit_Filter(node, frame)
+        self.write(hook)
+        self.visit(node.node, frame)
+        self.write(")")
+
+    def visit_For(self, node: nodes.For, frame: Frame) -> None:
+        node = copy.copy(node)  # the AST is shared with static inspection: never change it
+        if node.recursive:  # nested calls of a recursive loop bypass its iterable: count each step
+            tick = _hook("_loop_tick", nodes.Const(None, lineno=node.lineno), node.lineno)
+            node.body = [nodes.ExprStmt(tick, lineno=node.lineno), *node.body]
+        else:
+            node.iter = _hook("_loop_iter", node.iter, node.lineno)
+        super().visit_For(node, frame)
