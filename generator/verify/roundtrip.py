@@ -104,7 +104,7 @@ def _output(conv: Conversation, step: Step, prompt: str) -> tuple[str, str] | No
     return out, source
 
 
-def run_step(conv: Conversation, step: Step, tokenizer: TokenizerAdapter | None, scenario: str
+def run_turn(conv: Conversation, step: Step, tokenizer: TokenizerAdapter | None, scenario: str
              ) -> tuple[Result, dict[str, Any] | None]:
     """The verdict of one step, and the assistant message the client built (for the next step)."""
     kw = step.kwargs
@@ -187,7 +187,7 @@ def _multi_turn(conv: Conversation, tokenizer: TokenizerAdapter | None) -> Resul
         msg = assistant(conv, reasons, [call])
         msg["tool_calls"][0]["id"] = conv.call_id(call[0], k)
         result = [tool_message(0, RESULTS[k])]
-        res, built = run_step(conv, Step(history, msg, result, kw, enable), tokenizer, "multi_turn_tools")
+        res, built = run_turn(conv, Step(history, msg, result, kw, enable), tokenizer, "multi_turn_tools")
         last = replace(res, round=k)
         if built is None or res.string_prefix is not True or res.token_prefix is False:
             return last
@@ -220,10 +220,10 @@ def check_roundtrip(template_or_analysis: str | Path | LoadedTemplate | Template
         elif name == "multi_turn_tools":
             results = [_multi_turn(conv, tok)]
         else:
-            results = [run_step(conv, p, tok, name)[0] for p in steps]
+            results = [run_turn(conv, p, tok, name)[0] for p in steps]
         report.results.extend(r.to_dict() for r in results)
     return report
 
 
-__all__ = ["check_roundtrip", "RoundtripReport", "SCENARIOS", "DIAGNOSES", "TOOLS", "diagnose", "run_step",
+__all__ = ["check_roundtrip", "RoundtripReport", "SCENARIOS", "DIAGNOSES", "TOOLS", "diagnose", "run_turn",
            "RoundtripInputError"]
