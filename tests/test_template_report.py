@@ -94,11 +94,12 @@ def test_json_is_byte_identical_across_runs_apart_from_timings(inputs: list[str]
 
 def test_markdown_has_the_summary_sections(run: dict[str, object]) -> None:
     md = run["markdown"]
-    for heading in ("# Chat template report", "## Render → parse fixed point", "## Grammars", "## Formats",
+    for heading in ("# Chat template report", "## Render → parse fixed point", "## Grammars",
+                    "## Prefix-cache roundtrip (string level)", "## Formats",
                     "## Templates", "## Errors"):
         assert f"\n{heading}\n" in f"\n{md}"
     assert "**4 templates**: 3 analysed, 1 errors" in md
-    assert "| template | family | reasoning | tools | fixed point | grammar | reconstructs | analysis ms |" in md
+    assert "| template | family | reasoning | tools | fixed point | grammar | reconstructs | roundtrip | analysis ms |" in md
     assert "| llama.cpp/Apertus-8B-Instruct.jinja | apertus |" in md
     assert "Kwaipilot-SRPO-Qwen-32B.jinja: AnalysisError" in md
     assert "Comparison with the baseline" not in md  # no baseline given

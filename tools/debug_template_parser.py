@@ -22,6 +22,10 @@ Example::
     $ debug-template-parser templates/chatml-think.jinja --tools tools.json --parse out.txt --chunk 4
     $ debug-template-parser templates/chatml-think.jinja --export hf -o response_template.json
     $ cat chat_template.jinja | debug-template-parser - --export edgellm
+    $ debug-template-parser model_dir/ --roundtrip --tokenizer model_dir/tokenizer.json
+
+``--roundtrip`` runs the prefix-cache roundtrip scenarios (string level; token level with
+``--tokenizer``); with ``--json`` its report is the ``"roundtrip"`` key.
 """
 
 from __future__ import annotations
@@ -70,6 +74,11 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--parse", metavar="FILE", help="a model output to parse (- for stdin)")
     g.add_argument("--chunk", type=int, metavar="N", help="with --parse: stream it N characters at a time and "
                                                            "show the deltas")
+    r = p.add_argument_group("prefix-cache roundtrip")
+    r.add_argument("--roundtrip", action="store_true", help="run the roundtrip scenarios: does the next request "
+                   "start with this prompt and the model's output? (a table, and the texts where it breaks)")
+    r.add_argument("--tokenizer", metavar="FILE", help="with --roundtrip: tokenizer.json (or its folder) or a .gguf "
+                   "vocabulary, for token-level verdicts")
     g.add_argument("--strict", action="store_true", help="with --parse: a parse error, or a form the template does not write, is an error (exit 1)")
     return p
 
@@ -359,6 +368,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail(args, "error", e, EXIT_ANALYSIS)
     if args.export:
         return _export(args, loaded, analysis, tools, request)
+    roundtrip = None
+    if args.roundtrip:
+        from generator import check_roundtrip
+        try:
+            roundtrip = check_roundtrip(loaded, analysis=analysis, tokenizer=args.tokenizer)
+        except ChatAutoparserError as e:  # an unusable tokenizer file
+            return _fail(args, "error", e, EXIT_INPUT)
     params = message = deltas = None
     deviations: list[dict[str, Any]] = []
     code = EXIT_OK
@@ -379,6 +395,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 data["deviations"] = deviations
             if deltas is not None:
                 data["deltas"] = deltas
+        if roundtrip is not None:
+            data = {"analysis": data} if params is None else data
+            data["roundtrip"] = roundtrip.to_dict()
         sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
         return code
     from rich.console import Console
@@ -386,6 +405,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.print(render_report(analysis, loaded))
     if params is not None:
         console.print(request_report(params, message, deltas, deviations))
+    if roundtrip is not None:
+        from .roundtrip_view import roundtrip_report
+        console.print(roundtrip_report(roundtrip))
     return code
 
 

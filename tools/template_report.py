@@ -342,7 +342,29 @@ def examine(entry: Entry, timings: dict[str, float]) -> dict[str, Any]:
             rec["scenarios"][scenario]["grammar"] = _accepts(scenario, r.generated, params_by_setting, checkers, names,
                                                              getattr(r, "enable_thinking", None))
     timings["grammar_ms"] = (time.perf_counter() - t0) * 1000
+    t0 = time.perf_counter()
+    rec["roundtrip"] = _roundtrip(loaded, analysis)
+    timings["roundtrip_ms"] = (time.perf_counter() - t0) * 1000
     return rec
+
+
+def _roundtrip(loaded: Any, analysis: Any) -> dict[str, Any]:
+    """The prefix-cache roundtrip at string level: per scenario, pass (every setting keeps the
+    prefix), fail (one breaks it: its diagnosis and evidence) or n/a."""
+    from generator.verify.roundtrip import check_roundtrip
+
+    try:
+        results = check_roundtrip(loaded, analysis=analysis).results
+    except Exception as e:  # noqa: BLE001 - a crash is a result of the check, recorded
+        return {"error": _error(e)}
+    out: dict[str, Any] = {}
+    for r in results:
+        now = NA if r["string_prefix"] is None else PASS if r["string_prefix"] else FAIL
+        had = out.get(r["scenario"])
+        if had is None or now == FAIL or (now == PASS and had["status"] == NA):
+            out[r["scenario"]] = {"status": now, "diagnosis": r["diagnosis"] or "",
+                                  "evidence": _clip(r["evidence"]) if now == FAIL else ""}
+    return out
 
 
 def _deviations(found: dict[str, Any], analysis: Any, r: Any) -> None:
@@ -382,7 +404,15 @@ def checks_of(rec: dict[str, Any]) -> dict[str, str]:
         checks[f"grammar/accepts/{scenario}"] = (s.get("grammar") or {}).get("status", NA)
     for name in _perturbation_names():
         checks[f"deviation/{name}"] = (rec.get("deviations") or {}).get(name, {}).get("status", NA)
+    rt = rec.get("roundtrip") or {}
+    for name in _roundtrip_names():
+        checks[f"roundtrip/{name}"] = FAIL if "error" in rt else (rt.get(name) or {}).get("status", NA)
     return dict(sorted(checks.items()))
+
+
+def _roundtrip_names() -> list[str]:
+    from generator.verify.scenarios import SCENARIOS
+    return list(SCENARIOS)
 
 
 def _perturbation_names() -> list[str]:
@@ -545,6 +575,11 @@ def summarize(templates: list[dict[str, Any]]) -> dict[str, Any]:
         "deviations": {name: {"pass": sum(t["checks"].get(f"deviation/{name}") == PASS for t in analysed),
                               "fail": sum(t["checks"].get(f"deviation/{name}") == FAIL for t in analysed)}
                        for name in _perturbation_names()},
+        "roundtrip": {name: {"pass": sum(t["checks"].get(f"roundtrip/{name}") == PASS for t in analysed),
+                             "fail": sum(t["checks"].get(f"roundtrip/{name}") == FAIL for t in analysed)}
+                      for name in _roundtrip_names()},
+        "roundtrip_diagnoses": _count(r["diagnosis"] for t in analysed for r in (t.get("roundtrip") or {}).values()
+                                      if isinstance(r, dict) and r.get("status") == FAIL),
         "formats": {
             "tool_format": _count(x["tool_format"] for x in a),
             "argument_format": _count(x["argument_format"] for x in a),
@@ -664,6 +699,7 @@ def template_cells(t: dict[str, Any], timing: dict[str, float]) -> dict[str, str
     fp = [v for k, v in c.items() if k.startswith("fixed_point/")]
     rc = [v for k, v in c.items() if k.startswith("reconstructs/")]
     ga = [v for k, v in c.items() if k.startswith("grammar/accepts/")]
+    rt = [v for k, v in c.items() if k.startswith("roundtrip/")]
     if c["grammar/gbnf"] == NA:
         grammar = "—"
     else:
@@ -686,6 +722,7 @@ def template_cells(t: dict[str, Any], timing: dict[str, float]) -> dict[str, str
         "fixed point": _ratio(fp.count(PASS), fp.count(PASS) + fp.count(FAIL)),
         "grammar": grammar,
         "reconstructs": _ratio(rc.count(PASS), rc.count(PASS) + rc.count(FAIL)),
+        "roundtrip": _ratio(rt.count(PASS), rt.count(PASS) + rt.count(FAIL)),
         "analysis ms": f"{timing['analysis_ms']:.0f}" if "analysis_ms" in timing else "—",
         "errors": ", ".join(filter(None, [errors, *crashes])) + (
             f" {len(a['probe_failures'])} probe failures" if a.get("probe_failures") else ""),
@@ -755,6 +792,12 @@ def render_markdown(report: dict[str, Any], cmp: Comparison | None = None) -> st
     lines += ["## Deviations (oracle 5)", "",
               f"(template, perturbation) pairs that parse to the same message: {_ratio(passed, total)}", ""]
     lines += _md_table(("perturbation", "pass", "fail"), [[k, str(d["pass"]), str(d["fail"])] for k, d in dev.items()])
+    rt = s.get("roundtrip", {})
+    lines += ["## Prefix-cache roundtrip (string level)", "",
+              "Does the next request start with the prompt and the model's output? Failures are the templates' "
+              "(reasoning dropped, whitespace stripped, arguments re-serialized), diagnosed: "
+              + (", ".join(f"{_md(k)} {v}" for k, v in s.get("roundtrip_diagnoses", {}).items()) or "none"), ""]
+    lines += _md_table(("scenario", "pass", "fail"), [[k, str(d["pass"]), str(d["fail"])] for k, d in rt.items()])
     lines += ["## Formats", ""]
     for dim, counts in s["formats"].items():
         lines += [f"**{dim.replace('_', ' ')}**: " + ", ".join(f"{_md(_short(k))} {v}" for k, v in counts.items()), ""]
@@ -991,6 +1034,8 @@ def render_html(report: dict[str, Any], cmp: Comparison | None = None) -> str:
     parts.append("<h2>Fixed point by scenario</h2>" + _html_table(SCENARIO_HEADER, scenario_rows(s)))
     parts.append("<h2>Deviations by perturbation</h2>" + _html_table(
         ("perturbation", "pass", "fail"), [[k, str(d["pass"]), str(d["fail"])] for k, d in s.get("deviations", {}).items()]))
+    parts.append("<h2>Prefix-cache roundtrip by scenario (string level)</h2>" + _html_table(
+        ("scenario", "pass", "fail"), [[k, str(d["pass"]), str(d["fail"])] for k, d in s.get("roundtrip", {}).items()]))
     parts.append("<h2>Formats</h2>")
     for dim, counts in s["formats"].items():
         parts.append(f"<p><b>{_h(dim.replace('_', ' '))}</b>: "
