@@ -318,6 +318,16 @@ def decoded_json(value: str) -> str | None:
     return value
 
 
+def _raw_value(inp: Input, pos: int) -> Run:
+    """One JSON value read as it arrives, untagged: ``(end, its text)`` (``end`` FAIL if broken)."""
+    start = inp.pin(pos)
+    try:
+        end = yield from JsonValue(tag="").run(inp, pos)
+    finally:
+        inp.unpin(start)
+    return end, (inp.get(start, end) if end != FAIL else "")
+
+
 class EncodedJson(Parser):
     """A JSON string value that holds JSON (``"{\\"city\\": \\"Paris\\"}"``): the JSON it holds is
     the region's text; any other string stays as written (a JSON string)."""
@@ -327,29 +337,24 @@ class EncodedJson(Parser):
         if found is None:
             return SLOW
         end = found[1] + inp.base
-        decoded = decoded_json(found[0])
-        if decoded is not None:
-            inp.events.append(("deviation", pos, ENCODED))
-        inp.emit(inp.tag(None), decoded or inp.get(pos, end), end)
-        inp.events.append(_JSON_OK)
-        return end
+        return self._emit(inp, pos, found[0], inp.get(pos, end), end)
 
     def run(self, inp: Input, pos: int) -> Run:
-        start = inp.pin(pos)
-        try:
-            end = yield from JsonValue(tag="").run(inp, pos)
-        finally:
-            inp.unpin(start)
+        end, raw = yield from _raw_value(inp, pos)
         if end == FAIL:
             return FAIL
-        raw = inp.get(start, end)
         try:
             value = json.loads(raw)
         except ValueError:
             value = None
+        return self._emit(inp, pos, value, raw, end)
+
+    @staticmethod
+    def _emit(inp: Input, pos: int, value: object, raw: str, end: int) -> int:
+        """The JSON ``value`` holds when it is a string holding JSON, else the ``raw`` text."""
         decoded = decoded_json(value) if isinstance(value, str) else None
         if decoded is not None:
-            inp.events.append(("deviation", start, ENCODED))
+            inp.events.append(("deviation", pos, ENCODED))
         inp.emit(inp.tag(None), decoded or raw, end)
         inp.events.append(_JSON_OK)
         return end
@@ -369,14 +374,9 @@ class JsonString(Parser):
         return found[1] + inp.base
 
     def run(self, inp: Input, pos: int) -> Run:
-        start = inp.pin(pos)
-        try:
-            end = yield from JsonValue(tag="").run(inp, pos)
-        finally:
-            inp.unpin(start)
+        end, raw = yield from _raw_value(inp, pos)
         if end == FAIL:
             return FAIL
-        raw = inp.get(start, end)
         try:
             value = json.loads(raw)
         except ValueError:

@@ -841,18 +841,15 @@ class Until(Parser):
             j -= 1
         return j
 
-    def _search(self, inp: Input, frm: int, start: int) -> re.Match | None:
-        """The first stop or fence from ``frm``; a fence right at ``start`` (an empty field)
-        is passed over, the field failing the usual way if nothing else comes."""
-        if self._pattern is None:
-            return None
-        m = self._pattern.search(inp.text, frm - inp.base)
+    def _past_empty_fence(self, inp: Input, m: re.Match, start: int) -> re.Match | None:
+        """A fence right at ``start`` (an empty field) is passed over: the field then fails the
+        usual way if nothing else comes."""
         while m is not None and m.start() + inp.base == start and m.group(0) in self.fences:
             m = self._pattern.search(inp.text, m.end())
         return m
 
     def _finish(self, inp: Input, emitted: int, hit: int, core: str) -> int:
-        if core in self.fences:
+        if self.fences and core in self.fences:
             return inp.fail(emitted, f"{core!r} at {hit} before " + " or ".join(repr(c) for c in self.cores))
         end = hit
         for stop in self.stops:  # whitespace that belongs to the marker (the most any stop claims)
@@ -902,7 +899,9 @@ class Until(Parser):
         return -1
 
     def fast(self, inp: Input, pos: int) -> int:
-        m = self._search(inp, pos, pos)
+        m = self._pattern.search(inp.text, pos - inp.base) if self._pattern else None
+        if self.fences and m is not None:
+            m = self._past_empty_fence(inp, m, pos)
         if m is not None:
             if self._pending_at(inp, m.start() + inp.base, pos) >= 0:
                 return SLOW
@@ -920,7 +919,9 @@ class Until(Parser):
             if inp.fast is not None and inp.fast.tag == tag:
                 emitted = max(emitted, inp.fast.emitted)
             inp.fast = None
-            m = self._search(inp, max(scan, emitted), emitted)
+            m = self._pattern.search(inp.text, max(scan, emitted) - inp.base) if self._pattern else None
+            if self.fences and m is not None:
+                m = self._past_empty_fence(inp, m, emitted)
             pending = self._pending_at(inp, m.start() + inp.base, emitted) if m is not None else -1
             if pending >= 0:
                 if self.to_end:

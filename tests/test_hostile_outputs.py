@@ -88,3 +88,11 @@ def test_a_stray_character_in_a_channel_header_keeps_the_text():
     message = parse(GPT_OSS, text)
     assert message.get("parse_error")
     assert {"thinking", "Hi"} <= words(kept(message)) | {w for w in ("thinking", "Hi") if w in kept(message)}
+
+
+def test_a_call_cut_short_after_a_whole_call_keeps_its_text():
+    text = ("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>\n"
+            "<tool_call>search\n<")
+    message = parse("llama.cpp/GLM-4.6.jinja", text)
+    assert calls(message) == [("get_weather", {"city": "Paris"})]
+    assert message["content"] == "<tool_call>search\n<" and message["parse_error"]
