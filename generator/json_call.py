@@ -462,6 +462,7 @@ class JsonCalls(Parser):
             if not array:
                 break
             inp.events.append(("close", "tool_call", p, True))
+            inp.region_end = p
             q = (past_ws(inp, p) if inp.eof else (yield from skip_ws(inp, p)))
             c = inp.get(q, q + 1)
             if c in ",;":
@@ -486,6 +487,7 @@ class JsonCalls(Parser):
                 deviate(inp, q, f"{self.frame_close.core!r} missing")
         if not array:
             inp.events.append(("close", "tool_call", p, True))
+            inp.region_end = p
         return p, count
 
     def run(self, inp: Input, pos: int) -> Run:

@@ -103,9 +103,10 @@ class Segments(Parser):
         fail = max(inp.error_pos, start)
         inp.events.append(("abort", start, fail, inp.error or "unexpected text"))
         # text from the end of what was read (the last chunk or the last whole call) is content
-        resume = ws_from if inp.chunks == chunks_before else fail
-        if start < inp.region_end < resume:  # a call of this segment closed whole: what follows it is content
-            resume = inp.region_end
+        if inp.chunks == chunks_before:
+            resume = ws_from
+        else:  # after the text it read and the last call of this segment that closed whole
+            resume = min(fail, max(start, inp.chunk_pos, inp.region_end))
         if inp.get(resume, fail).strip() in self._ends:  # only the end of the turn: dropped as usual
             resume = fail
         if fail <= resume:

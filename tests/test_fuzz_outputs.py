@@ -11,13 +11,16 @@ and control characters, a 1 MB argument, 10,000 calls. Properties, for every mut
 * streaming in random chunkings gives what one-shot parsing gives;
 * ``strict=True`` raises exactly when the lenient parse reports a ``parse_error`` or a deviation.
 
-The default run is bounded: 300 deterministic hypothesis examples over one output per template,
-and a 1 MB argument and 10,000 calls per call format. ``-m slow`` runs the per-template sweeps
-(every truncation point, twelve random edits each), the big inputs on every template and 5,000
-random hypothesis examples. The sweeps still find failures (measured with ``python -m pytest -m
-slow tests/test_fuzz_outputs.py -k "truncated or random_hostile"``: 242 of 1,440 fail on
-commit 1d56839, 202 as a word lost after a broken call, 40 as streaming that differs from
-one-shot), which is why they are not in the default run yet.
+The default run: every truncation point of every template's tool-call outputs (streamed at
+every 7th, strict at every 7th), 300 deterministic hypothesis examples over one output per
+template, and a 1 MB argument and 10,000 calls per call format. ``-m slow`` adds twelve random
+edits (one to three each) per template, the big inputs on every template and 5,000 random
+hypothesis examples. The random edits still find losses (``python -m pytest -m slow
+tests/test_fuzz_outputs.py -k random_hostile``: 49 of 720 templates fail, measured on the
+commit that added this sentence): duplicate parameters of tagged arguments (the JSON arguments
+hold a key twice and JSON readers keep the last), keys after the arguments in a JSON call object
+(skipped), channel headers broken inside their markers, a marker moved into content.
+"""
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -62,16 +66,32 @@ def kept_text(message: dict[str, Any]) -> str:
     parts = [message.get("content") or "", message.get("reasoning_content") or ""]
     for call in message.get("tool_calls") or []:
         fn = call["function"]
-        parts.append(fn["name"])
+        parts += [fn["name"], call["id"]]  # (an id the model wrote is kept as written)
         try:
             parts += _strings(json.loads(fn["arguments"]))
-        except ValueError:  # kept as written: its escapes are not words
-            parts.append(re.sub(r'\\(?:u[0-9a-fA-F]{4}|.)', " ", fn["arguments"]))
+        except ValueError:  # kept as written: with its escapes as words or not (``\\n`` or ``\\quoted``)
+            parts += [fn["arguments"], re.sub(r'\\(?:u[0-9a-fA-F]{4}|.)', " ", fn["arguments"])]
     return "\n".join(parts)
 
 
 def payload_words(out: Output) -> set[str]:
     return set(WORD.findall(kept_text(out.message)))
+
+
+def written_words(text: str) -> Counter[str]:
+    """The words of an output outside its markers (markers are structure)."""
+    return Counter(WORD.findall("".join(t if not is_marker(t) else " " for t in tokenize(text))))
+
+
+_STRUCTURE: dict[str, Counter[str]] = {}
+
+
+def structure_words(out: Output) -> Counter[str]:
+    """How many times each word is written as structure in the unmutated output: more than its
+    message holds (an ``index="2"`` attribute is not the ``2`` of ``2.5``)."""
+    if out.text not in _STRUCTURE:
+        _STRUCTURE[out.text] = written_words(out.text) - Counter(WORD.findall(kept_text(out.message)))
+    return _STRUCTURE[out.text]
 
 
 def stream(parser, text: str, rng: random.Random, most: int = 17) -> dict[str, Any]:
@@ -88,8 +108,8 @@ def check(out: Output, text: str, rng: random.Random, *, streamed: bool = True, 
     """The four properties for one mutated output ``text`` of ``out``."""
     parser = out.parser
     message = parser.parse(text)
-    written = "".join(t if not is_marker(t) else " " for t in tokenize(text))  # markers are structure
-    lost = (payload_words(out) & set(WORD.findall(written))) - set(WORD.findall(kept_text(message)))
+    written = written_words(text) - structure_words(out)
+    lost = (payload_words(out) & set(written)) - set(WORD.findall(kept_text(message)))
     assert not lost, f"words lost: {sorted(lost)[:5]} from {text[:300]!r} -> {message!r}"[:2000]
     if streamed:
         got = stream(parser, text, rng)
@@ -147,7 +167,6 @@ def mutate(text: str, rng: random.Random) -> str:
 
 # --------------------------------------------------------------------------- the suites
 
-@SLOW  # 242 of the 1,440 per-template sweeps fail today (see the module docstring); not in CI yet
 def test_truncated_at_every_position(corpus_entry, analyzed, fixed_points):
     """Every prefix of every tool-call output: nothing raised, no word lost; streamed and strict
     at every 7th position."""
@@ -157,7 +176,7 @@ def test_truncated_at_every_position(corpus_entry, analyzed, fixed_points):
             check(out, out.text[:i], rng, streamed=i % 7 == 0, strict=i % 7 == 3)
 
 
-@SLOW
+@SLOW  # 49 of 720 fail today (see the module docstring)
 def test_random_hostile_edits(corpus_entry, analyzed, fixed_points):
     """Twelve random edits (one to three each) of every tool-call output, seeded per template."""
     for out in _outputs(corpus_entry, analyzed, fixed_points):

@@ -96,3 +96,28 @@ def test_a_call_cut_short_after_a_whole_call_keeps_its_text():
     message = parse("llama.cpp/GLM-4.6.jinja", text)
     assert calls(message) == [("get_weather", {"city": "Paris"})]
     assert message["content"] == "<tool_call>search\n<" and message["parse_error"]
+
+
+@pytest.mark.parametrize("name, text, kept_text", [
+    # a call object cut inside its second key: the key's text is content (was lost)
+    (QWEN25, '<tool_call>\n{"name": "search", "argu', ', "argu'),
+    # the second object of an array cut short after a whole first one (was lost: the first call's
+    # end was not recorded by the JSON reader)
+    ("llama.cpp/Apertus-8B-Instruct.jinja",
+     '<|tools_prefix|>[{"get_weather": {"city": "Paris"}}, {"search', ', {"search'),
+])
+def test_a_call_cut_short_keeps_the_text_it_did_not_read(name, text, kept_text):
+    message = parse(name, text)
+    assert message["content"] == kept_text and message["parse_error"]
+
+
+def test_a_named_call_cut_short_streams_like_one_shot():
+    """A call shown already (its name and a value streamed) keeps what it read; only the rest is
+    content, in one-shot as in streaming (one-shot resumed at the previous call's end, repeating
+    the streamed text; streaming could not, the text being gone)."""
+    text = ("<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>"
+            "<tool_call>search<arg_key>query</arg_key><arg_value>chat templates</arg_value><arg_key>lim")
+    message = parse("llama.cpp/GLM-4.6.jinja", text)  # (parse checks streaming = one-shot)
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather", "search"]
+    assert "chat templates" in message["tool_calls"][1]["function"]["arguments"]
+    assert not message["content"] and message["parse_error"]
