@@ -35,7 +35,7 @@ class CallState:
 
     __slots__ = ("index", "name", "id", "args", "announced", "pending", "json_ok", "n_args", "key",
                  "value_parts", "value_streaming", "arg_type", "literal", "args_literal", "errors", "start",
-                 "chunked")
+                 "chunked", "keys")
 
     def __init__(self, index: int, start: int) -> None:
         self.index = index
@@ -49,6 +49,7 @@ class CallState:
         self.json_ok = False  # the arguments were read by the JSON decoder whole (no need to check)
         # tagged arguments
         self.n_args = 0
+        self.keys: set[str] = set()  # the parameter names read so far
         self.key = ""
         self.value_parts: list[str] = []
         self.value_streaming = False
@@ -372,8 +373,13 @@ class Assembler:
             self._emit_args(call, converted, out)
         elif tag == "arg_key":
             self._announce(call, out)
-            self._emit_args(call, ("{" if call.n_args == 0 else ", ") + json.dumps(call.key.strip(),
-                                                                                ensure_ascii=False) + ": ", out)
+            key = call.key.strip()
+            if key in call.keys:  # kept (the arguments hold every value), but JSON readers keep the last
+                message = f"parameter {key!r} of {call.name!r} written twice"
+                self.errors.append({"position": -1, "message": message})
+                call.errors.append(message)
+            call.keys.add(key)
+            self._emit_args(call, ("{" if call.n_args == 0 else ", ") + json.dumps(key, ensure_ascii=False) + ": ", out)
             call.n_args += 1
         elif tag in ("arg_value", "arg_literal"):
             if tag == "arg_value" and call.value_streaming:

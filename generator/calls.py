@@ -87,8 +87,10 @@ def _json_call(ts: ToolCallStructure) -> tuple[Parser, Marker | None, Marker | N
     stops = [Marker.of(x) for x in (*closing, frame[1], ts.call_separator, ts.tool_section_end) if x.strip()]
     if ts.function_format == FunctionFormat.JSON_OBJECT:
         wrappers = re.findall(r'"([^"]+)"\s*:\s*\{', ts.call_parts[0].text)  # ({"function": {"name": ...)
+        # keys the template writes, and the OpenAI call object's own (``"type": "function"``)
+        own = [*re.findall(r'"([^"]+)"\s*:', "".join(p.text for p in ts.call_parts)), "type", "id", "index"]
         inner = JsonCall(dict.fromkeys((ts.name_field, *NAME_KEYS)), dict.fromkeys((ts.args_field, *ARGS_KEYS)),
-                         ts.id_field, stops=stops, wrappers=wrappers)
+                         ts.id_field, stops=stops, wrappers=wrappers, own_keys=own)
     else:
         inner = JsonCall((), (), "", name_as_key=True, stops=stops)
     return (inner, Marker.of(frame[0]) if frame[0].strip() else None,
@@ -118,10 +120,12 @@ def channel_parts(ts: ToolCallStructure) -> tuple[str, str, str, str] | None:
 
 class ChannelHeader(Parser):
     """A call header in any attribute order: the text up to ``end``, in which ``recipient``
-    followed by the function name must occur."""
+    followed by the function name must occur, and none of ``fences`` (the markers that open a
+    header or close a call: a header holding one runs over a message into the next)."""
 
-    def __init__(self, recipient: str, end: str) -> None:
+    def __init__(self, recipient: str, end: str, fences: Sequence[str] = ()) -> None:
         self.recipient, self.end = recipient, end
+        self.fences = tuple(f for f in fences if f and f != end)
 
     def run(self, inp: Input, pos: int) -> Run:
         while True:
@@ -132,6 +136,10 @@ class ChannelHeader(Parser):
                 return inp.fail(pos, f"expected {self.end!r}")
             yield NEED
         header = inp.get(pos, j)
+        found = [(k, f) for f in self.fences if (k := header.find(f)) >= 0]
+        if found:
+            k, fence = min(found)
+            return inp.fail(pos + k, f"{fence!r} inside a call header")
         recipient = self.recipient
         k = header.find(recipient)
         if k < 0:  # written without the namespace (``to=get_weather`` for ``to=functions.get_weather``)
@@ -147,11 +155,14 @@ class ChannelHeader(Parser):
         return j + len(self.end)
 
 
-def channel_call(ts: ToolCallStructure, parts: tuple[str, str, str, str]) -> Parser:
+def channel_call(ts: ToolCallStructure, parts: tuple[str, str, str, str], fences: Sequence[str] = ()) -> Parser:
+    """A call in a channel format, its header attributes in any order; the header holds none
+    of ``fences`` (the markers that end a message), its own channel marker or the call's closer."""
     recipient, channel, end, close = parts
     args = args_parser(ts, [Marker.of(close)] if close.strip() else [])
     after = Closer(Marker.of(close)) if close.strip() else Empty()
-    return Capture("tool_call", Seq(Lit(channel), ChannelHeader(recipient, end), args, after), where=True)
+    header = ChannelHeader(recipient, end, (channel, close.strip(), *fences))
+    return Capture("tool_call", Seq(Lit(channel), header, args, after), where=True)
 
 
 def tool_guards(ts: ToolCallStructure) -> tuple[str, ...]:

@@ -29,8 +29,10 @@ class JsonCall(Parser):
     are kept raw up to ``stops`` (the call's closing markers)."""
 
     def __init__(self, name_fields: Sequence[str], args_fields: Sequence[str], id_field: str,
-                 name_as_key: bool = False, stops: Sequence[Marker] = (), wrappers: Sequence[str] = ()) -> None:
+                 name_as_key: bool = False, stops: Sequence[Marker] = (), wrappers: Sequence[str] = (),
+                 own_keys: Sequence[str] = ()) -> None:
         self.wrappers = frozenset(wrappers)  # the keys of objects the template wraps the call in
+        self.own_keys = frozenset(own_keys)  # every key the template writes in a call object
         self.name_fields, self.args_fields = frozenset(name_fields), frozenset(args_fields)
         # the keys the template writes (the first given); the others are synonyms
         self.name_key, self.args_key = next(iter(name_fields), ""), next(iter(args_fields), "")
@@ -76,6 +78,7 @@ class JsonCall(Parser):
         while True:
             if not text.startswith('"', i):
                 return None
+            key_at = i
             try:
                 key, i = scanstring(text, i + 1)
                 m = _COLON.match(text, i)
@@ -124,6 +127,8 @@ class JsonCall(Parser):
                     events.append(("deviation", i + inp.base, _wrapped(key)))
                 if self._fast_object(inp, i, events, named) is None:  # a wrapper ({"function": {...}})
                     return None
+            elif key not in self.own_keys:
+                events += self._stray(key_at + inp.base, key, text[key_at:j])
             m = _NEXT.match(text, j)
             if m is None:
                 return None
@@ -135,6 +140,12 @@ class JsonCall(Parser):
         end = yield from self._object(inp, pos, [False, False])
         inp.recovered = False
         return end
+
+    @staticmethod
+    def _stray(pos: int, key: str, field: str) -> list[tuple]:
+        """A field the template does not write, read nowhere else: reported, kept as content."""
+        return [("error", pos, f"key {key!r} in the call object (kept as content)"),
+                ("open", "content"), ("chunk", "content", field), ("close", "content")]
 
     def _unknown(self, key: str) -> str:
         return f"arguments read from the call's {key!r} key (the template writes {self.args_key!r})"
@@ -187,6 +198,7 @@ class JsonCall(Parser):
                     return inp.fail(pos, "expected ','")
                 pos = yield from skip(pos + 1)
             first = False
+            key_at = pos
             now = _key_now(inp, pos)
             if now is not None:
                 key, pos = now
@@ -235,6 +247,16 @@ class JsonCall(Parser):
                 if key not in self.wrappers:
                     inp.events.append(("deviation", pos, _wrapped(key)))
                 pos = yield from self._object(inp, pos, named)
+            elif key not in self.own_keys:  # kept whole: the text from its key on stays at hand
+                inp.pin(key_at)
+                try:
+                    pos = yield from self._skip_value.run(inp, pos)
+                finally:
+                    inp.unpin(key_at)
+                if pos == FAIL:
+                    return FAIL
+                inp.events += self._stray(key_at, key, inp.get(key_at, pos))
+                value = None
             if value is not None:
                 r = value.fast(inp, pos)
                 pos = (yield from value.run(inp, pos)) if r == SLOW else r

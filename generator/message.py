@@ -212,7 +212,8 @@ class _Builder:
             self.add(guards, section, *[Marker(g, sep) for g in guards if g.strip() == g])
         channel = channel_parts(ts)
         if channel is not None:  # the same call with its header attributes in another order
-            self.add((channel[1],), channel_call(ts, channel), Marker(channel[1]))
+            ends = [t for t in tokenize(self.cs.reasoning_end) if is_marker(t)]  # (a header never runs over them)
+            self.add((channel[1],), channel_call(ts, channel, ends), Marker(channel[1]))
         for opener in ts.alt_openers:  # a form the template writes in another branch (<|python_tag|>)
             calls = Seq(Marker(opener).loose(), self.section(), self.alt_markers())
             self.add((opener,), Noted(Attempt(calls, accept=known_calls(self.req.tool_names)),

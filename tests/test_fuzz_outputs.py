@@ -21,7 +21,6 @@ commit that added this sentence): duplicate parameters of tagged arguments (the 
 hold a key twice and JSON readers keep the last), keys after the arguments in a JSON call object
 (skipped), channel headers broken inside their markers, a marker moved into content.
 """
-"""
 
 from __future__ import annotations
 
@@ -61,6 +60,11 @@ def _strings(value: Any) -> list[str]:
     return [json.dumps(value)]
 
 
+def _pairs(pairs: list[tuple[str, Any]]) -> list[Any]:
+    """An object as its keys and values in order (a key written twice keeps both values)."""
+    return [x for pair in pairs for x in pair]
+
+
 def kept_text(message: dict[str, Any]) -> str:
     """Everything a message holds, as text (arguments decoded when they are JSON)."""
     parts = [message.get("content") or "", message.get("reasoning_content") or ""]
@@ -68,7 +72,7 @@ def kept_text(message: dict[str, Any]) -> str:
         fn = call["function"]
         parts += [fn["name"], call["id"]]  # (an id the model wrote is kept as written)
         try:
-            parts += _strings(json.loads(fn["arguments"]))
+            parts += _strings(json.loads(fn["arguments"], object_pairs_hook=_pairs))
         except ValueError:  # kept as written: with its escapes as words or not (``\\n`` or ``\\quoted``)
             parts += [fn["arguments"], re.sub(r'\\(?:u[0-9a-fA-F]{4}|.)', " ", fn["arguments"])]
     return "\n".join(parts)

@@ -121,3 +121,36 @@ def test_a_named_call_cut_short_streams_like_one_shot():
     assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather", "search"]
     assert "chat templates" in message["tool_calls"][1]["function"]["arguments"]
     assert not message["content"] and message["parse_error"]
+
+
+@pytest.mark.parametrize("header", ["<|channel|>analysis", "<|channel|>analysis<|mess}age|>"])
+def test_a_broken_channel_header_does_not_run_into_the_next_message(header):
+    """A header without its end marker ran up to the next message's, over its end and the next
+    call's recipient: the reasoning was lost with no error, and the call read with it."""
+    text = (header + "The answer is 42.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json"
+            '<|message|>{"city": "Paris"}<|call|>')
+    message = parse(GPT_OSS, text)
+    assert message["content"] == header + "The answer is 42." and message["parse_error"]
+    assert calls(message) == [("get_weather", {"city": "Paris"})]
+
+
+def test_a_parameter_written_twice_is_reported():
+    """The arguments keep both values (as written), but JSON readers keep only the last: the
+    first would be lost without a word."""
+    text = ("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+            "<parameter=city>\nLyon\n</parameter>\n</function>\n</tool_call>")
+    message = parse("llama.cpp/Qwen3-Coder.jinja", text)
+    assert message["tool_calls"][0]["function"]["arguments"] == '{"city": "Paris", "city": "Lyon"}'
+    assert "'city'" in message["parse_error"]["message"]
+    assert strict_error("llama.cpp/Qwen3-Coder.jinja", text) is not None
+
+
+def test_keys_the_template_does_not_write_in_a_call_object_are_content():
+    """A brace closed too early leaves argument keys in the call object: they were skipped
+    without a word; the OpenAI call object's own keys (``type``) are still skipped quietly."""
+    text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}, "days": 3}}\n</tool_call>'
+    message = parse(QWEN25, text)
+    assert calls(message) == [("get_weather", {"city": "Paris"})]
+    assert message["content"].startswith('"days": 3') and "'days'" in message["parse_error"]["message"]
+    quiet = '<tool_call>\n{"type": "function", "name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    assert "parse_error" not in parse(QWEN25, quiet)
