@@ -19,7 +19,9 @@ Example::
 from __future__ import annotations
 
 import ast
+import io
 import json
+import tokenize
 from typing import Any, Sequence
 
 from analyzer.structures import ValueFormat
@@ -136,12 +138,32 @@ class _Reader:
         return key
 
 
+def _joins_strings(text: str) -> bool:
+    """Two string literals side by side (``["a" "b"]``): Python reads one string, ``"ab"``; a
+    model that forgot a comma wrote two."""
+    if text.count('"') + text.count("'") < 4:
+        return False
+    last = None
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text.strip()).readline):
+            if tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+                continue
+            if tok.type == tokenize.STRING and last == tokenize.STRING:
+                return True
+            last = tok.type
+    except (tokenize.TokenError, SyntaxError):  # unreadable: literal_eval says why
+        return False
+    return False
+
+
 def parse_value(text: str, fmt: ValueFormat) -> Any:
     """The Python value ``text`` writes under ``fmt`` (ValueError if it does not, or if it is
     not a JSON value: ``{ {}}`` reads in Python as a set holding a dict)."""
     if fmt.kind in ("json",) and not fmt.raw_strings:
         return json.loads(text)
     if fmt.kind in ("python_repr", "python_str"):
+        if _joins_strings(text):
+            raise ValueError("strings written side by side (Python would join them)")
         try:
             value = ast.literal_eval(text.strip())
             json.dumps(value)

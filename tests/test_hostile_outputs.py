@@ -154,3 +154,12 @@ def test_keys_the_template_does_not_write_in_a_call_object_are_content():
     assert message["content"].startswith('"days": 3') and "'days'" in message["parse_error"]["message"]
     quiet = '<tool_call>\n{"type": "function", "name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
     assert "parse_error" not in parse(QWEN25, quiet)
+
+
+@pytest.mark.parametrize("text", ['["a" "b"]', "['a' 'b']", '{"k": "a"\n "b"}'])
+def test_python_literals_never_join_strings_written_side_by_side(text):
+    """Python reads ``["a" "b"]`` as ``["ab"]``: a forgotten comma merged two values."""
+    from analyzer.structures import ValueFormat
+    from generator.values import parse_value
+    with pytest.raises(ValueError):
+        parse_value(text, ValueFormat(kind="python_repr"))
