@@ -15,11 +15,10 @@ The default run: every truncation point of every template's tool-call outputs (s
 every 7th, strict at every 7th), 300 deterministic hypothesis examples over one output per
 template, and a 1 MB argument and 10,000 calls per call format. ``-m slow`` adds twelve random
 edits (one to three each) per template, the big inputs on every template and 5,000 random
-hypothesis examples. The random edits still find losses (``python -m pytest -m slow
-tests/test_fuzz_outputs.py -k random_hostile``: 49 of 720 templates fail, measured on the
-commit that added this sentence): duplicate parameters of tagged arguments (the JSON arguments
-hold a key twice and JSON readers keep the last), keys after the arguments in a JSON call object
-(skipped), channel headers broken inside their markers, a marker moved into content.
+hypothesis examples. ``python -m pytest -m slow tests/test_fuzz_outputs.py -k random_hostile``
+passes for all 720 templates (it found: duplicate parameters of tagged arguments, keys after
+the arguments in a JSON call object, channel headers broken inside their markers, strings
+written side by side in Python literals, an index slot that took the rest of a name).
 """
 
 from __future__ import annotations
@@ -42,7 +41,8 @@ WORD = re.compile(r"\w+")
 SLOW = pytest.mark.slow
 
 
-def _outputs(entry, analyzed, fixed_points) -> list[Output]:
+def call_outputs(entry, analyzed, fixed_points) -> list[Output]:
+    """The template's rendered outputs with tool calls that parse back (passing fixed points)."""
     analysis = analyzed(entry.path)
     if isinstance(analysis, ChatAutoparserError):
         return []
@@ -108,12 +108,30 @@ def stream(parser, text: str, rng: random.Random, most: int = 17) -> dict[str, A
     return s.finish()[0]
 
 
+def region_texts(parser, text: str) -> str:
+    """The text of each content and reasoning region of ``text``, one per line: the message
+    joins the content before and after a call into one string, so a word cut in two by a call
+    (``Par`` + call + ``is``) or two words it joins (``<p`` + call + ``a``) are read apart."""
+    s = parser.stream()
+    events = s.feed(text)
+    events += s.finish()[1]
+    out: list[list[str]] = []
+    for e in events:
+        if e.get("field") in ("content", "reasoning_content") and e["type"] == "region_open":
+            out.append([])
+        elif e.get("field") in ("content", "reasoning_content") and e["type"] == "region_chunk":
+            out[-1].append(e["text"])
+    return "\n".join("".join(x) for x in out)
+
+
 def check(out: Output, text: str, rng: random.Random, *, streamed: bool = True, strict: bool = True) -> None:
     """The four properties for one mutated output ``text`` of ``out``."""
     parser = out.parser
     message = parser.parse(text)
     written = written_words(text) - structure_words(out)
     lost = (payload_words(out) & set(written)) - set(WORD.findall(kept_text(message)))
+    if lost:  # (a word the message joins to its neighbour across a call)
+        lost -= set(WORD.findall(region_texts(parser, text)))
     assert not lost, f"words lost: {sorted(lost)[:5]} from {text[:300]!r} -> {message!r}"[:2000]
     if streamed:
         got = stream(parser, text, rng)
@@ -174,16 +192,16 @@ def mutate(text: str, rng: random.Random) -> str:
 def test_truncated_at_every_position(corpus_entry, analyzed, fixed_points):
     """Every prefix of every tool-call output: nothing raised, no word lost; streamed and strict
     at every 7th position."""
-    for out in _outputs(corpus_entry, analyzed, fixed_points):
+    for out in call_outputs(corpus_entry, analyzed, fixed_points):
         rng = random.Random(len(out.text))
         for i in range(len(out.text) + 1):
             check(out, out.text[:i], rng, streamed=i % 7 == 0, strict=i % 7 == 3)
 
 
-@SLOW  # 49 of 720 fail today (see the module docstring)
+@SLOW
 def test_random_hostile_edits(corpus_entry, analyzed, fixed_points):
     """Twelve random edits (one to three each) of every tool-call output, seeded per template."""
-    for out in _outputs(corpus_entry, analyzed, fixed_points):
+    for out in call_outputs(corpus_entry, analyzed, fixed_points):
         rng = random.Random(f"{corpus_entry.name}|{out.scenario}")
         for _ in range(12):
             text = out.text
@@ -198,7 +216,7 @@ _ALL: list[Output] = []
 def _all_outputs(corpus, analyzed, fixed_points) -> list[Output]:
     if not _ALL:
         for entry in corpus:
-            _ALL.extend(_outputs(entry, analyzed, fixed_points)[:1])
+            _ALL.extend(call_outputs(entry, analyzed, fixed_points)[:1])
     return _ALL
 
 
