@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from analyzer.structures import FunctionFormat, ToolCallStructure, ValueFormat
 
-from .values import PYTHON, schema_type, to_json_text, typed_json, unterminated, unwrap_cdata
+from .values import PYTHON, encode_string, schema_type, to_json_text, typed_json, unterminated, unwrap_cdata
 
 
 FIELD = {"reasoning": "reasoning_content", "content": "content"}
@@ -35,7 +35,7 @@ class CallState:
 
     __slots__ = ("index", "name", "id", "args", "announced", "pending", "json_ok", "n_args", "key",
                  "value_parts", "value_streaming", "arg_type", "literal", "args_literal", "errors", "start",
-                 "chunked", "keys")
+                 "chunked", "keys", "stray")
 
     def __init__(self, index: int, start: int) -> None:
         self.index = index
@@ -57,6 +57,7 @@ class CallState:
         self.literal: list[str] = []
         self.args_literal: list[str] = []
         self.errors: list[str] = []
+        self.stray: list[str] = []  # text written inside the call that is none of its parts (content)
 
 
 class TextBuffer:
@@ -139,6 +140,8 @@ class Assembler:
         self._sections = 0  # tool sections read
         self._name: list[str] = []
         self._id: list[str] = []
+        self._typers: dict[tuple[str, str], Callable[[str], str]] = {}  # see ``_typer``
+        self._cdata = any(f.cdata_chars for _, f in ts.value_formats)
         self._in: str | None = None  # tag of the tool sub-region being read
         self.quiet = False  # build the message only (one-shot parsing): no region events
         # the output's text between two absolute positions, while it is still at hand (None if not)
@@ -178,6 +181,8 @@ class Assembler:
                     self.handle(ev[4], out)
                     continue
                 self._whole_call(call, ev[1], ev[2], ev[3])
+            elif kind == "call_units":  # one read whole by its plan (one-shot): (name, id, [(key, value)])
+                self._whole_units(self.current, ev[1], ev[2], ev[3])
             elif kind == "json_ok":
                 if self.current is not None:
                     self.current.json_ok = True
@@ -189,6 +194,11 @@ class Assembler:
                     self.current = None
                 elif self.current is not None:  # a call shown already ends where it broke, with what it read
                     self._close_call(pos, False, out)
+            elif kind == "stray":  # text inside a call that is none of its parts: content once it is shown
+                if self.current is not None:
+                    self.current.stray.append(ev[1])
+                else:
+                    self._content(ev[1], out)
             elif kind == "warning":
                 self.warnings.append(ev[1])
             elif kind == "deviation":  # a form the template does not write, read anyway (``strict`` refuses it)
@@ -218,16 +228,62 @@ class Assembler:
             call.pending = []
             self._ensure_id(call)
 
+    def _whole_units(self, call: CallState, name: str, call_id: str | None, units: list[tuple[str, str]]) -> None:
+        """A call with tagged arguments read whole (one-shot): what its name, id, keys and
+        values closing in turn do, without region events."""
+        self._set_name(call, name)
+        if call_id:
+            call.id = call_id
+        call.announced = True
+        self._ensure_id(call)
+        for key, value in units:
+            call.key = key
+            call.args.append(self._key_json(call))
+            call.args.append(self._value_json(call, value))
+
+    def _key_json(self, call: CallState) -> str:
+        """The JSON that opens the argument ``call.key`` (``{"key": `` or ``, "key": ``)."""
+        key = call.key.strip()
+        if key in call.keys:  # kept (the arguments hold every value), but JSON readers keep the last
+            message = f"parameter {key!r} of {call.name!r} written twice"
+            self.errors.append({"position": -1, "message": message})
+            call.errors.append(message)
+        call.keys.add(key)
+        call.n_args += 1
+        return ("{" if call.n_args == 1 else ", ") + encode_string(key) + ": "
+
+    def _value_json(self, call: CallState, raw: str) -> str:
+        """JSON for the raw text of the value of ``call.key`` read whole."""
+        if call.arg_type:  # (a typed marker was read: it decides with the schema)
+            string = self._string_typed(call)
+            return encode_string(raw) if raw and string else \
+                typed_json(unwrap_cdata(raw), self._param_schema(call), self._value_format())
+        return self._typer(call)(raw)
+
+    def _typer(self, call: CallState) -> Callable[[str], str]:
+        """JSON for a raw value of ``call.key``, by what the schema says of it (once per tool and
+        key: a call's arguments are typed in the hot path)."""
+        typer = self._typers.get((call.name, call.key))
+        if typer is None:
+            string, schema, fmt = self._string_typed(call), self._param_schema(call), self._value_format()
+
+            def typer(raw: str) -> str:
+                if raw and string:
+                    return encode_string(raw)
+                return typed_json(unwrap_cdata(raw), schema, fmt)
+            self._typers[(call.name, call.key)] = typer
+        return typer
+
     def _ensure_id(self, call: CallState) -> None:
         """A call the model wrote no id for gets one from the factory (OpenAI clients answer a
         call by its id), from what the output holds before it: the same output, the same ids.
         Each text is given as its length and its last :data:`ID_CONTEXT` characters (a hash of
         all of it for every call would cost the square of the output's length)."""
         if call.id is None:
-            texts = self.text.values()
-            key = tuple(n for t in texts for n in (len(t.parts), len(t.tail)))  # changes with every write
+            r, c = self.text["reasoning_content"], self.text["content"]
+            key = (len(r.parts), len(r.tail), len(c.parts), len(c.tail))  # changes with every write
             if key != self._before[0]:
-                self._before = key, "\x00".join(f"{t.size()}:{t.last(ID_CONTEXT)}" for t in texts)
+                self._before = key, "\x00".join(f"{t.size()}:{t.last(ID_CONTEXT)}" for t in (r, c))
             call.id = self.id_factory(call.index, call.name, self._before[1])
 
     def _set_name(self, call: CallState, name: str) -> None:
@@ -311,7 +367,7 @@ class Assembler:
                 if not call.value_streaming:
                     call.value_streaming = True
                     self._emit_args(call, '"', out)
-                self._emit_args(call, json.dumps(text, ensure_ascii=False)[1:-1], out)
+                self._emit_args(call, encode_string(text)[1:-1], out)
             else:
                 call.value_parts.append(text)
 
@@ -319,7 +375,7 @@ class Assembler:
         """A raw tagged value streams as a JSON string when its schema (or, without one, its
         typed marker) says string: the text is final as it arrives. (Not for formats that may
         wrap values in CDATA: those are read whole and unwrapped.)"""
-        if any(f.cdata_chars for _, f in self.ts.value_formats):
+        if self._cdata:
             return False
         schema = self._param_schema(call)
         t = schema_type(schema)
@@ -373,20 +429,12 @@ class Assembler:
             self._emit_args(call, converted, out)
         elif tag == "arg_key":
             self._announce(call, out)
-            key = call.key.strip()
-            if key in call.keys:  # kept (the arguments hold every value), but JSON readers keep the last
-                message = f"parameter {key!r} of {call.name!r} written twice"
-                self.errors.append({"position": -1, "message": message})
-                call.errors.append(message)
-            call.keys.add(key)
-            self._emit_args(call, ("{" if call.n_args == 0 else ", ") + json.dumps(key, ensure_ascii=False) + ": ", out)
-            call.n_args += 1
+            self._emit_args(call, self._key_json(call), out)
         elif tag in ("arg_value", "arg_literal"):
             if tag == "arg_value" and call.value_streaming:
                 self._emit_args(call, '"', out)
             elif tag == "arg_value":
-                raw = unwrap_cdata("".join(call.value_parts))
-                self._emit_args(call, typed_json(raw, self._param_schema(call), self._value_format()), out)
+                self._emit_args(call, self._value_json(call, "".join(call.value_parts)), out)
             else:
                 self._emit_args(call, self._literal_json("".join(call.literal), call), out)
             call.arg_type = ""
@@ -412,9 +460,17 @@ class Assembler:
         if call is not None and call.name:
             self._finish_call(call, out)
             self.calls.append(call)
+            for text in call.stray:
+                self._content(text, out)
         elif call is not None:
             self._unnamed(call, out, end, whole)
         self.current = None
+
+    def _content(self, text: str, out: list[dict[str, Any]]) -> None:
+        """``text`` as a region of content of its own."""
+        self._open("content", out)
+        self.chunk("content", text, out)
+        self._close("content", out)
 
     def _unnamed(self, call: CallState, out: list[dict[str, Any]], end: int = -1, whole: bool = False) -> None:
         """A call that never got a name was never shown: its text stays, as content. Verbatim
@@ -423,13 +479,11 @@ class Assembler:
         raw = None
         if self.raw is not None and call.start < end and (whole or call.chunked):
             raw = self.raw(call.start, end)
-        text = raw if raw is not None else "".join(call.args)
+        text = raw if raw is not None else "".join(call.stray) + "".join(call.args)
         if text:
             self.errors.append({"position": call.start if raw is not None else -1,
                                 "message": "a tool call without a name (kept as content)"})
-            self._open("content", out)
-            self.chunk("content", text, out)
-            self._close("content", out)
+            self._content(text, out)
         call.args = []
 
     def _name_from_id(self, call_id: str) -> str:

@@ -22,7 +22,8 @@ from analyzer.markers import is_marker, pairs, tokenize
 from analyzer.structures import FunctionFormat, Part, ToolCallStructure
 
 from .json_call import JsonCall, JsonCalls
-from .peg import NEED, Capture, Empty, Input, Lit, Marker, Noted, Opt, Parser, Repeat, Run, Seq
+from .peg import NEED, Capture, Empty, Input, Lit, Marker, Noted, Opt, Parser, Repeat, Run, Seq, Until
+from .plan import ID, JSON, LIT, NAME, CallPlan, Step, lit_step
 from .recovery import Closer
 from .skeleton import args_parser, first_piece, leads, literal, pieces, skeleton_call, stop_of
 
@@ -95,6 +96,34 @@ def _json_call(ts: ToolCallStructure) -> tuple[Parser, Marker | None, Marker | N
         inner = JsonCall((), (), "", name_as_key=True, stops=stops)
     return (inner, Marker.of(frame[0]) if frame[0].strip() else None,
             Marker.of(frame[1]) if frame[1].strip() else None)
+
+
+def json_plan(ts: ToolCallStructure) -> CallPlan | None:
+    """The canonical form of a JSON-object call, read whole in one-shot parsing (see
+    :mod:`generator.plan`): the template's own keys and layout, the name (and id) between the
+    quotes the template writes."""
+    parts = ts.call_parts
+    frame = json_frame(ts)
+    if ts.function_format != FunctionFormat.JSON_OBJECT or frame is None:
+        return None
+    steps: list[Step] = []
+    slots = ("name", "id")
+    for i, p in enumerate(parts):
+        before = i > 0 and parts[i - 1].kind in slots
+        after = i + 1 < len(parts) and parts[i + 1].kind in slots
+        if p.kind == "lit" and i == len(parts) - 1 and not frame[1].strip():
+            # the object's closing brace ends the call (whitespace after it is not the call's)
+            text = p.text.lstrip()
+            steps.append((LIT, (text[:len(text) - len(frame[1])], True, False)))
+        elif p.kind == "lit":
+            steps.append(lit_step(p.text, before, after))
+        elif p.kind in slots and parts[i - 1].text.endswith('"') and parts[i + 1].text.startswith('"'):
+            steps.append((NAME if p.kind == "name" else ID, Until([Marker('"')], to_end=False)))
+        elif p.kind == "args":
+            steps.append((JSON, None))
+        else:
+            return None
+    return CallPlan(steps, json_strings=True)
 
 
 def channel_parts(ts: ToolCallStructure) -> tuple[str, str, str, str] | None:
@@ -223,7 +252,8 @@ def _json_section(ts: ToolCallStructure, parallel: bool) -> Parser:
     start, end = json_section_markers(ts)
     sep = ts.call_separator.strip()
     calls = JsonCalls(call, frame_open, frame_close, max_calls=None if parallel else 1,
-                      array=start != ts.tool_section_start, sep=sep if sep in (",", ";", "") else None)
+                      array=start != ts.tool_section_start, sep=sep if sep in (",", ";", "") else None,
+                      plan=json_plan(ts))
     seq: list[Parser] = [literal(start, raw_before=True, raw_after=False)] if start.strip() else []
     seq.append(calls)
     if end.strip() and not turn_end_like(ts):  # may be cut off with the stop token
@@ -270,7 +300,7 @@ class Sectioned(Noted):
     def __init__(self, p: Parser) -> None:
         super().__init__(p, "")
 
-    def _noted(self, inp: Input, pos: int, end: int) -> int:
+    def _ended(self, inp: Input, pos: int, end: int) -> int:
         if end > pos:
             inp.events.append(("section", pos))
         return end

@@ -18,6 +18,7 @@ from typing import Sequence
 
 from .peg import (FAIL, NEED, SCAN, SLOW, Capture, Input, JsonValue, Marker, Parser, Run, _Fast, deviate, drive,
                   number_cut, past_ws, skip_ws)
+from .plan import CallPlan
 from .recovery import Recover
 
 
@@ -64,7 +65,7 @@ class JsonCall(Parser):
             inp.chunks += len(events) // 3
         else:
             inp.events += events
-            inp.chunks += sum(1 for e in events if e[0] == "chunk")
+            inp.chunks += sum(1 for e in events if e[0] in ("chunk", "stray"))
         return end + inp.base
 
     def _fast_object(self, inp: Input, i: int, events: list[tuple], named: list[bool]) -> int | None:
@@ -143,9 +144,9 @@ class JsonCall(Parser):
 
     @staticmethod
     def _stray(pos: int, key: str, field: str) -> list[tuple]:
-        """A field the template does not write, read nowhere else: reported, kept as content."""
-        return [("error", pos, f"key {key!r} in the call object (kept as content)"),
-                ("open", "content"), ("chunk", "content", field), ("close", "content")]
+        """A field the template does not write, read nowhere else: reported, kept as content (by
+        the assembler: once the call is shown; a call never shown is kept verbatim, field and all)."""
+        return [("error", pos, f"key {key!r} in the call object (kept as content)"), ("stray", field)]
 
     def _unknown(self, key: str) -> str:
         return f"arguments read from the call's {key!r} key (the template writes {self.args_key!r})"
@@ -256,6 +257,8 @@ class JsonCall(Parser):
                 if pos == FAIL:
                     return FAIL
                 inp.events += self._stray(key_at, key, inp.get(key_at, pos))
+                inp.chunks += 1  # (text read: a break after it resumes past it)
+                inp.chunk_pos = pos
                 value = None
             if value is not None:
                 r = value.fast(inp, pos)
@@ -420,8 +423,11 @@ class JsonCalls(Parser):
     read (1 when the request does not allow parallel calls)."""
 
     def __init__(self, call: Parser, frame_open: Marker | None = None, frame_close: Marker | None = None,
-                 max_calls: int | None = None, array: bool | None = None, sep: str | None = None) -> None:
+                 max_calls: int | None = None, array: bool | None = None, sep: str | None = None,
+                 plan: CallPlan | None = None) -> None:
         self.call = call
+        # a call framed and written as the template writes it, read whole (one-shot)
+        self.plan = plan if array is not True else None
         # the template's own form (None: not known): calls in a JSON array or not, and what
         # separates them ("," or "" for whitespace); the others are deviations
         self.array = array
@@ -454,6 +460,10 @@ class JsonCalls(Parser):
 
         Each object is a ``tool_call`` region; a lone object's region takes in its frame, so a
         call that never gets a name is kept with its markup."""
+        if inp.whole and self.plan is not None:
+            end = self.plan.emit(inp, pos)
+            if end >= 0:
+                return end, 1
         count = 0
         p = pos
         framed = self.frame_open is not None and (inp.startswith(self.frame_open.core, p) if inp.eof else (yield from _at(inp, p, self.frame_open.core)))

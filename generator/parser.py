@@ -22,6 +22,7 @@ from analyzer.structures import TemplateAnalysis, ToolCallStructure
 from .assemble import FIELD, Assembler, CallState, IdFactory
 from .message import build_message_grammar
 from .state import StartState, start_state
+from .values import encode_string
 from .peg import FAIL, Parser, Session
 
 
@@ -50,6 +51,7 @@ class MessageStream:
         self._since = 0  # ``_tail[_since:]`` came by the hot path, the input owes for it
         self._field = ""
         self._index = -1  # the call whose arguments the text is; -1: content/reasoning; -2: none (a wait)
+        self._escape = False  # the text is a string value of tagged arguments (streamed JSON-escaped)
         self._fed = 0  # characters the input owes (fed by the hot path since it was armed)
         self._owed_chunks = 0  # chunks the input owes (content compacted out of ``_tail``)
         # the text of the open call while it has no name, from its start (kept as content if it
@@ -80,6 +82,8 @@ class MessageStream:
                 body, self._held = self._held + chunk, ""
             else:
                 body = chunk
+            if self._escape:  # a string value's text, as the JSON string's (its quotes are written apart)
+                body = encode_string(body)[1:-1]
             tail = self._tail
             tail.append(body)
             if index >= 0:
@@ -121,9 +125,10 @@ class MessageStream:
             self._fed = 0
 
     def _arm(self) -> None:
-        """Whether the parser now waits in plain text of the message (content, reasoning or the
-        arguments of an announced call) with nothing to read back."""
-        self._hot, self._held = None, ""
+        """Whether the parser now waits in plain text of the message (content, reasoning, the
+        arguments of an announced call or a string value of its tagged arguments) with nothing
+        to read back."""
+        self._hot, self._held, self._escape = None, "", False
         session = self._session
         inp = session.inp
         fast = inp.fast
@@ -143,8 +148,11 @@ class MessageStream:
             self._since = len(self._tail)
             return
         call = self._asm.current
-        if fast.tag == "tool_args" and call is not None and call.announced:
+        if call is None or not call.announced:
+            return
+        if fast.tag == "tool_args" or fast.tag == "arg_value" and call.value_streaming:
             self._hot, self._index, self._tail = fast.stop, call.index, call.args
+            self._escape = fast.tag == "arg_value"
             self._since = len(self._tail)
 
     def _feed(self, chunk: str) -> list[dict[str, Any]]:
@@ -179,13 +187,15 @@ class MessageStream:
         inp = self._session.inp
         return inp.get(a, b) if inp.base <= a <= b <= inp.end else None
 
-    def whole(self, text: str) -> dict[str, Any]:
-        """One-shot: the message of a complete output fed at once (no region events are built)."""
+    def whole(self, text: str, *, plans: bool = True) -> dict[str, Any]:
+        """One-shot: the message of a complete output fed at once (no region events are built).
+        ``plans`` off: calls are read part by part even where they could be read whole
+        (:mod:`generator.plan`), as streaming reads them (for checks)."""
         if self._done or self._session.inp.end:
             raise RuntimeError("whole() on a stream that was fed")
         self._asm.quiet = True
         self._asm.raw = lambda a, b: text[a:b]
-        self._session.start_whole(text)
+        self._session.start_whole(text, whole=plans)
         return self.finish()[0]
 
     def finish(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -50,7 +50,8 @@ class Input:
     """The text fed so far. Positions are absolute; the consumed head is dropped from memory."""
 
     __slots__ = ("text", "base", "end", "eof", "events", "fast", "error", "error_pos", "keep_from", "tags",
-                 "chunks", "chunk_pos", "region_end", "recovered", "pins", "soft_pins", "drained", "wake", "holds")
+                 "chunks", "chunk_pos", "region_end", "recovered", "pins", "soft_pins", "drained", "wake", "holds",
+                 "whole")
 
     def __init__(self) -> None:
         self.text = ""
@@ -72,6 +73,7 @@ class Input:
         self.drained = 0  # events handed out (and removed from ``events``) so far
         self.wake = 0  # the waiting parser cannot decide before the input reaches this end
         self.holds: list[int] = []  # events from these indices on are held back (tentative: see Attempt)
+        self.whole = False  # one-shot: whole structures may be read at once (see ``set_text``)
 
     def emit(self, tag: str | None, text: str, end: int) -> None:
         """A ``chunk`` event of ``tag`` (nothing for an empty tag or text)."""
@@ -138,9 +140,10 @@ class Input:
         self.text += chunk
         self.end += len(chunk)
 
-    def set_text(self, text: str) -> None:
-        """The whole input at once (one-shot parsing)."""
-        self.text, self.base, self.end, self.eof = text, 0, len(text), True
+    def set_text(self, text: str, whole: bool = True) -> None:
+        """The whole input at once (one-shot parsing). ``whole``: parsers may read a whole
+        structure at once into one condensed event (a call: see ``Assembler.handle``)."""
+        self.text, self.base, self.end, self.eof, self.whole = text, 0, len(text), True, whole
 
     def fail(self, pos: int, message: str) -> int:
         if pos > self.error_pos:
@@ -633,35 +636,61 @@ def guards_of(p: Parser) -> tuple[str, ...]:
     return tuple(x for x in f if x)
 
 
-class Noted(Parser):
-    """``p``, noting a form the template does not write (a deviation event, see ``strict``):
-    ``p`` read something (``missing`` off: an extra the template never writes) or read nothing
-    (``missing`` on: something the template writes was left out)."""
+class Hooked(Parser):
+    """``p``, with what it read looked at where it ends (``_ended``: the end to report, FAIL
+    included)."""
 
-    def __init__(self, p: Parser, what: str, missing: bool = False) -> None:
+    def __init__(self, p: Parser) -> None:
         self.p = p
-        self.what = what
-        self.missing = missing
 
-    def _noted(self, inp: Input, pos: int, end: int) -> int:
-        if end >= 0 and (end == pos) == self.missing:
-            deviate(inp, pos, self.what)
+    def _ended(self, inp: Input, pos: int, end: int) -> int:  # pragma: no cover - overridden
         return end
 
     def run(self, inp: Input, pos: int) -> Run:
         r = self.p.fast(inp, pos)
         end = (yield from self.p.run(inp, pos)) if r == SLOW else r
-        return self._noted(inp, pos, end)
+        return self._ended(inp, pos, end)
 
     def fast(self, inp: Input, pos: int) -> int:
         r = self.p.fast(inp, pos)
-        return r if r == SLOW else self._noted(inp, pos, r)
+        return r if r == SLOW else self._ended(inp, pos, r)
 
     def first(self) -> tuple[str, ...] | None:
         return self.p.first()
 
     def nullable(self) -> bool:
         return self.p.nullable()
+
+
+class Noted(Hooked):
+    """``p``, noting a form the template does not write (a deviation event, see ``strict``):
+    ``p`` read something (``missing`` off: an extra the template never writes) or read nothing
+    (``missing`` on: something the template writes was left out)."""
+
+    def __init__(self, p: Parser, what: str, missing: bool = False) -> None:
+        super().__init__(p)
+        self.what = what
+        self.missing = missing
+
+    def _ended(self, inp: Input, pos: int, end: int) -> int:
+        if end >= 0 and (end == pos) == self.missing:
+            deviate(inp, pos, self.what)
+        return end
+
+
+class Valid(Hooked):
+    """``p``, failing where it started when the text it read is not ``ok`` (a slot of a known
+    shape, such as an index, never takes other text)."""
+
+    def __init__(self, p: Parser, ok: Callable[[str], Any], what: str) -> None:
+        super().__init__(p)
+        self.ok = ok
+        self.what = what
+
+    def _ended(self, inp: Input, pos: int, end: int) -> int:
+        if end >= 0 and not self.ok(inp.get(pos, end)):
+            return inp.fail(pos, f"expected {self.what}")
+        return end
 
 
 def Opt(p: Parser, guards: tuple[str, ...] | None = None) -> Parser:
@@ -821,6 +850,11 @@ class Until(Parser):
         self.maxlen = max((len(c) for c in found), default=0)
         self._pattern = re.compile("|".join(re.escape(c) for c in sorted(found, key=len, reverse=True))) \
             if found else None
+        self.maxcore = max((len(c) for c in self.cores), default=0)
+        self._prefixes = frozenset(c[:k] for c in self.cores for k in range(1, len(c)))  # (see ``_held``)
+        self._by_core: dict[str, list[Marker]] = {}  # the stops of each core (what ``_trim`` reads)
+        for stop in self.stops:
+            self._by_core.setdefault(stop.core, []).append(stop)
 
     def _emit(self, inp: Input, a: int, b: int) -> None:
         if b > a:
@@ -831,11 +865,11 @@ class Until(Parser):
         whitespace a stop writes before itself)."""
         end = inp.end
         cut = end
-        for core in self.cores:
-            for k in range(min(len(core) - 1, end - a), 0, -1):
-                if inp.startswith(core[:k], end - k):
-                    cut = min(cut, end - k)
-                    break
+        text, base = inp.text, inp.base
+        for j in range(max(a, end - self.maxcore + 1), end):  # (the earliest proper prefix of a core)
+            if text[j - base] in self.stop_chars and text[j - base:end - base] in self._prefixes:
+                cut = j
+                break
         j = cut
         while j > a and inp.get(j - 1, j) in self.ws_chars and inp.get(j - 1, j).isspace():
             j -= 1
@@ -851,31 +885,57 @@ class Until(Parser):
     def _finish(self, inp: Input, emitted: int, hit: int, core: str) -> int:
         if self.fences and core in self.fences:
             return inp.fail(emitted, f"{core!r} at {hit} before " + " or ".join(repr(c) for c in self.cores))
+        end = self._trim(inp.text, emitted - inp.base, hit - inp.base, core) + inp.base
+        self._emit(inp, emitted, end)
+        inp.keep_from = end
+        return end
+
+    def _trim(self, text: str, emitted: int, hit: int, core: str) -> int:
+        """Where the text before the stop ``core`` found at ``hit`` ends: before the whitespace
+        that belongs to the marker (the most any stop with that core claims). Indices into
+        ``text``."""
         end = hit
-        for stop in self.stops:  # whitespace that belongs to the marker (the most any stop claims)
-            if stop.core != core:
-                continue
+        for stop in self._by_core[core]:
             if stop.ws_before:  # any whitespace before the marker is the marker's
                 k = hit
-                while k > emitted and inp.get(k - 1, k) in " \t\r\n":
+                while k > emitted and text[k - 1] in " \t\r\n":
                     k -= 1
                 end = min(end, k)
                 continue
             starts = [hit]
             if "\n" in stop.before:  # a marker on a line of its own may be indented
                 at = hit
-                while at > emitted and inp.get(at - 1, at) in " \t":
+                while at > emitted and text[at - 1] in " \t":
                     at -= 1
                 starts.append(at)
             for at in starts:
                 for k in range(len(stop.before), 0, -1):
-                    if at - k >= emitted and at - k < end and \
-                            inp.startswith(stop.before[len(stop.before) - k:], at - k):
+                    if at - k >= emitted and at - k < end and text.startswith(stop.before[len(stop.before) - k:], at - k):
                         end = at - k
                         break
-        self._emit(inp, emitted, end)
-        inp.keep_from = end
         return end
+
+    def search(self, text: str, i: int) -> re.Match | None:
+        """The first stop or fence in ``text`` from ``i``."""
+        return self._pattern.search(text, i) if self._pattern is not None else None
+
+    def rules(self, core: str) -> list[Marker]:
+        """The stops whose core is ``core`` (together they say what whitespace it takes)."""
+        return self._by_core.get(core, [])
+
+    def end_in(self, text: str, i: int) -> int:
+        """Where this text, from ``i`` of a complete ``text``, ends at one of its stops (what a
+        one-shot :meth:`fast` reads, without events); -1 when it does not end at a stop (none
+        follows, or a fence comes first)."""
+        if self._pattern is None:
+            return -1
+        m = self._pattern.search(text, i)
+        fences = self.fences
+        while m is not None and m.start() == i and m.group(0) in fences:
+            m = self._pattern.search(text, m.end())
+        if m is None or m.group(0) in fences:
+            return -1
+        return self._trim(text, i, m.start(), m.group(0))
 
     def _to_end(self, inp: Input, emitted: int) -> int:
         end = inp.end
@@ -1443,9 +1503,10 @@ class Session:
             return self.inp.drain()
         return [("chunk", tag, self.taken)] if tag and self.taken else []
 
-    def start_whole(self, text: str) -> None:
-        """Parse a complete text at once (the one-shot path: no coroutine where none is needed)."""
-        self.inp.set_text(text)
+    def start_whole(self, text: str, whole: bool = True) -> None:
+        """Parse a complete text at once (the one-shot path: no coroutine where none is needed;
+        ``whole``: see :meth:`Input.set_text`)."""
+        self.inp.set_text(text, whole)
         self._resume()
 
     def finish(self) -> tuple[int, list[Event]]:
@@ -1459,5 +1520,5 @@ class Session:
 def run_all(parser: Parser, text: str) -> tuple[int, list[Event]]:
     """Parse a complete text: ``(end position or FAIL, events)``."""
     s = Session(parser)
-    s.start_whole(text)
+    s.start_whole(text, whole=False)
     return (s.result if s.result is not None else FAIL), s.inp.events

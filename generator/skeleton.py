@@ -26,7 +26,8 @@ from analyzer.markers import is_marker, tokenize
 from analyzer.structures import FunctionFormat, Part, ToolCallStructure
 
 from .peg import (SLOW, Attempt, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, Noted, Opt, Parser, Repeat, Run,
-                  Seq, Until, Ws, deviate, drive, skip_ws)
+                  Seq, Until, Valid, Ws, deviate, drive, skip_ws)
+from .plan import ID, INDEX, INDEX_TEXT, JSON, KEY, NAME, UNITS, VALUE, Step, UnitsPlan, lit_step, planned
 from .recovery import Recover
 from .values import PYTHON, LiteralValue
 
@@ -249,66 +250,88 @@ class TaggedArgs:
         self.skeleton = _Skeleton(ts.arg_parts, [m.loose(after=False) for m in after])
         self.after = list(after)
 
-    def unit(self) -> Parser:
+    def unit(self) -> tuple[Parser, list[Step] | None]:
+        """One argument unit, and its plan (None when it has none: see :mod:`generator.plan`)."""
         sk, ts = self.skeleton, self.ts
         seq: list[Parser] = []
+        steps: list[Step] | None = []
         seen_key = False
         sep = [m for m in [stop_of(ts.arg_separator, loose=True)] if m is not None]
         for i, p in enumerate(sk.parts):
             if p.kind == "lit":
                 seq.append(sk.literal(i))
-                continue
-            stops = sk.stops(i, sep, self.next_unit)
-            if p.kind == "key":
+                step: Step | None = lit_step(p.text, sk.raw(i - 1), sk.raw(i + 1))
+            elif p.kind == "key" and not seen_key:
                 # a key the output ends in is kept (the call is shown already: its text is its own)
-                seq.append(Capture("arg_key", Until(stops, to_end=False, end_if=_written)) if not seen_key
-                           else Until(stops, tag="", to_end=False))
-                seen_key = True
+                key = Until(sk.stops(i, sep, self.next_unit), to_end=False, end_if=_written)
+                seq.append(Capture("arg_key", key))
+                step, seen_key = (KEY, key), True
+            elif p.kind == "key":
+                seq.append(Until(sk.stops(i, sep, self.next_unit), tag="", to_end=False))
+                step = None
             elif p.kind == "typed":
                 seq.append(_typed_choice(p, "arg_type"))
-            elif p.kind == "value":
-                seq.append(self.value(stops, sk.parts[i - 1] if i else None))
-        return Seq(*seq)
+                step = None
+            else:
+                value, raw = self.value(sk.stops(i, sep, self.next_unit), sk.parts[i - 1] if i else None)
+                seq.append(value)
+                step = (VALUE, raw) if raw is not None else None
+            steps = steps + [step] if steps is not None and step is not None else None
+        return Seq(*seq), steps
 
-    def value(self, stops: list[Marker], before: Part | None) -> Parser:
+    def value(self, stops: list[Marker], before: Part | None) -> tuple[Parser, Until | None]:
         """One argument's value: written in the template's value format, raw text up to what
-        follows it, or (Python call syntax) a Python literal where one is written."""
+        follows it, or (Python call syntax) a Python literal where one is written; and the
+        reader of the raw text when that is all it is."""
         ts = self.ts
         cores = [m.core for m in stops]
         fmt = dict(ts.value_formats).get("string")
         python = ts.function_format == FunctionFormat.PYTHONIC
         if fmt is not None and not fmt.raw_strings:
             own = None if fmt.kind.startswith("python") else (fmt.str_open,)
-            return Capture("arg_literal", LiteralValue(fmt, stops=cores, python_quotes=python, own_quotes=own))
-        raw = Capture("arg_value", Until(stops, to_end=True))
+            return Capture("arg_literal", LiteralValue(fmt, stops=cores, python_quotes=python, own_quotes=own)), None
+        text = Until(stops, to_end=True)
+        raw = Capture("arg_value", text)
         quoted_by_template = before is not None and before.kind == "lit" and before.text.rstrip()[-1:] in "'\""
         if python and not quoted_by_template:  # (the template writes strings unquoted)
             value = LiteralValue(PYTHON, stops=cores, own_quotes=())
-            return Choice([(("'", '"', "[", "{"), Capture("arg_literal", value))], raw)
-        return raw
+            return Choice([(("'", '"', "[", "{"), Capture("arg_literal", value))], raw), None
+        return raw, text
 
-    def parser(self) -> Parser:
+    def parser(self) -> tuple[Parser, Step | None]:
+        """The arguments, and their plan."""
         ts = self.ts
-        unit = self.unit()
+        unit, steps = self.unit()
         sep: Parser | None = None
         if ts.arg_separator.strip():
             sep = literal(ts.arg_separator, raw_before=False, raw_after=ts.arg_parts[0].kind in RAW)
-        body = Repeat(unit, sep, min=0, closers=self.closers, skip_ws=not ts.arg_separator.strip())
+        body: Parser = Repeat(unit, sep, min=0, closers=self.closers, skip_ws=not ts.arg_separator.strip())
         if ts.args_empty:
-            return Choice([((ts.args_empty,), Lit(ts.args_empty))], body)
-        return body
+            body = Choice([((ts.args_empty,), Lit(ts.args_empty))], body)
+        parts = ts.arg_parts
+        guards = [g for g in unit.first() or () if g]
+        if steps is None or ts.arg_separator.strip() or parts[0].kind != "lit" or not parts[0].text.strip() \
+                or parts[-1].kind != "lit" or [k for k, _ in steps].count(KEY) != 1 or \
+                any(c.startswith(g) or g.startswith(c) for c in self.closers for g in guards):
+            return body, None  # (e.g. a closer that a unit's opener may be read as: the general way decides)
+        return body, (UNITS, UnitsPlan(steps, steps[0][1][0], ts.args_empty or ""))
 
 
-def args_parser(ts: ToolCallStructure, after: list[Marker], closers: Sequence[str] = ()) -> Parser:
+def arguments(ts: ToolCallStructure, after: list[Marker], closers: Sequence[str] = ()) -> tuple[Parser, Step | None]:
     """The arguments of a call: tagged units, or one value (JSON, or the template's format);
     ``after`` ends a broken or raw value, ``closers`` (default: the first of ``after``) are what
-    follows the arguments directly."""
+    follows the arguments directly. With their plan (None: none, see :mod:`generator.plan`)."""
     if ts.args_mode == "tagged":
         return TaggedArgs(ts, after, closers).parser()
     fmt = ts.args_format
     if fmt.kind == "json":
-        return Capture("tool_args", Recover(JsonValue(), after))
-    return Capture("args_literal", Recover(LiteralValue(fmt), after))
+        return Capture("tool_args", Recover(JsonValue(), after)), (JSON, None)
+    return Capture("args_literal", Recover(LiteralValue(fmt), after)), None
+
+
+def args_parser(ts: ToolCallStructure, after: list[Marker], closers: Sequence[str] = ()) -> Parser:
+    """The arguments of a call (see :func:`arguments`)."""
+    return arguments(ts, after, closers)[0]
 
 
 def skeleton_call(ts: ToolCallStructure, outer: Sequence[Marker], names: frozenset[str] | None = None) -> Parser:
@@ -323,6 +346,7 @@ def skeleton_call(ts: ToolCallStructure, outer: Sequence[Marker], names: frozens
     fences = tuple(dict.fromkeys([t for p in parts if p.kind == "lit" for t in tokenize(p.text) if is_marker(t)]
                                  + [m.core for m in outer if is_marker(m.core)]))
     seq: list[Parser] = []
+    steps: list[Step] | None = []  # the call's plan (None: it has none)
     # name <marker> id <marker>: the id and its marker may be missing (models write ids or not)
     optional_id = {i for i in range(1, len(parts) - 2)
                    if parts[i - 1].kind == "name" and parts[i].kind == "lit" and parts[i + 1].kind == "id"
@@ -335,26 +359,36 @@ def skeleton_call(ts: ToolCallStructure, outer: Sequence[Marker], names: frozens
         stops = sk.stops(i)
         if i + 1 in optional_id:  # the name also ends where the arguments' marker begins
             stops = stops + [Marker.of(parts[i + 3].text)]
+        step: Step | None = None
         if i in optional_id:
             m = Marker.of(p.text)
             seq.append(Opt(Seq(m, Capture("tool_id", Until(sk.stops(i + 1), to_end=False, fences=fences))),
                            tuple(g for g in m.first() if g)))
             skip = i + 1
-            continue
-        if p.kind == "lit":
+        elif p.kind == "lit":
             seq.append(sk.literal(i))
+            step = lit_step(p.text, sk.raw(i - 1), sk.raw(i + 1))
+        elif p.kind == "name" and any(q.kind == "name" for q in parts[:i]):
+            seq.append(Until(stops, tag="", to_end=False))  # the name again (a recipient header)
         elif p.kind == "name":
-            if any(q.kind == "name" for q in parts[:i]):
-                seq.append(Until(stops, tag="", to_end=False))  # the name again (a recipient header)
-            else:
-                seq.append(Capture("tool_name", Until(stops, to_end=False, end_if=known, fences=fences)))
+            name = Until(stops, to_end=False, end_if=known, fences=fences)
+            seq.append(Capture("tool_name", name))
+            step = (NAME, name)
         elif p.kind == "id":
-            seq.append(Capture("tool_id", Until(stops, to_end=False, fences=fences)))
-        elif p.kind == "index":
-            seq.append(Until(stops, tag="", to_end=False, fences=fences))
+            call_id = Until(stops, to_end=False, fences=fences)
+            seq.append(Capture("tool_id", call_id))
+            step = (ID, call_id)
+        elif p.kind == "index":  # digits (an index never holds a name or other text)
+            index = Until(stops, tag="", to_end=False, fences=fences)
+            seq.append(Valid(index, INDEX_TEXT.fullmatch, "an index"))
+            step = (INDEX, index)
         elif p.kind == "args":
             nxt = next((q.text for q in parts[i + 1:] if q.kind == "lit" and q.text.strip()), "")
-            seq.append(args_parser(ts, stops, leads(nxt) if nxt else ()))
+            args, step = arguments(ts, stops, leads(nxt) if nxt else ())
+            seq.append(args)
         elif p.kind == "typed":
             seq.append(_typed_choice(p, None))
-    return Capture("tool_call", Seq(*seq), where=True)
+        steps = steps + [step] if steps is not None and step is not None else None
+    if steps is not None and not any(k == NAME for k, _ in steps):
+        steps = None  # (a name written only in the id: the general way finds it)
+    return planned(Capture("tool_call", Seq(*seq), where=True), steps)

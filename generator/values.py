@@ -21,7 +21,9 @@ from __future__ import annotations
 import ast
 import io
 import json
+import re
 import tokenize
+from json.encoder import encode_basestring
 from typing import Any, Sequence
 
 from analyzer.structures import ValueFormat
@@ -219,10 +221,16 @@ def unterminated(raw: str, fmt: ValueFormat) -> str | None:
     return None
 
 
+encode_string = encode_basestring  # json.dumps(text, ensure_ascii=False), without its wrapping
+_INTEGER = re.compile(r"0|-?[1-9][0-9]*")  # an integer written as JSON writes it back
+
+
 def typed_json(raw: str, schema: dict[str, Any] | None, fmt: ValueFormat | None = None) -> str:
     """JSON text for a raw tagged value, typed by the parameter's schema: strings stay strings;
     numbers, booleans, arrays and objects are read as JSON (or the template's own format)."""
     t = schema_type(schema)
+    if t in ("integer", "number") and _INTEGER.fullmatch(raw.strip()):
+        return raw.strip()
     if t in (None, "string"):
         if t is None and fmt is not None and not fmt.raw_strings:
             try:

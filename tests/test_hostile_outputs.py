@@ -163,3 +163,20 @@ def test_python_literals_never_join_strings_written_side_by_side(text):
     from generator.values import parse_value
     with pytest.raises(ValueError):
         parse_value(text, ValueFormat(kind="python_repr"))
+
+
+def test_an_index_never_takes_a_name():
+    """A ':' moved into the namespace (``functio:ns.search:1``): the index slot held the rest of
+    the name and dropped it; an index is digits, so the call fails there and its text is kept."""
+    broken = KIMI_TWO.replace("functions.search:1", "functio:ns.search:1")
+    message = parse(KIMI, broken)
+    assert "ns.search" in kept(message)
+    assert message.get("parse_error")
+    assert ("get_weather", {"city": "Paris"}) in calls(message)
+
+
+def test_a_stray_key_in_a_call_never_shown_is_content_once():
+    """The field was kept as content and the broken call's text too: written twice (one-shot
+    and streaming then also differed)."""
+    text = '<tool_call>\n{"city": "Paris"}{"function": :\n'
+    assert parse(QWEN25, text)["content"] == text  # (parse() also streams it)

@@ -1,0 +1,109 @@
+"""Calls read whole by their plan (``generator.plan``, the one-shot fast path).
+
+A plan reads a call written exactly as the template writes it, else it reads nothing and the
+general parser reads the call. Unit tests on small skeletons, then over the corpus: every
+canonical tool-call output of a template whose calls have a plan is read by it (all its calls),
+and gives what the general parser gives (``whole(text, plans=False)``); streaming, which never
+uses plans, is compared with one-shot parsing by the other corpus suites.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import generator.plan as plan_module
+from generator.peg import Marker, Until
+from generator.plan import JSON, KEY, NAME, UNITS, VALUE, CallPlan, PlannedCall, UnitsPlan, lit_step
+from generator.verify.deviations import deviations
+from test_fuzz_outputs import call_outputs
+
+
+def _until(*stops: str) -> Until:
+    return Until([Marker.stop(s) for s in stops], to_end=False)
+
+
+XML = CallPlan([lit_step("<tool_call>\n<function=", False, True), (NAME, _until(">")), lit_step(">\n", True, False),
+                (UNITS, UnitsPlan([lit_step("<parameter=", False, True), (KEY, _until(">")),
+                                   lit_step(">\n", True, True), (VALUE, _until("\n</parameter>")),
+                                   lit_step("\n</parameter>\n", True, False)], "<parameter=")),
+                lit_step("</function>\n</tool_call>", False, False)])
+CALL = "<tool_call>\n<function=f>\n<parameter=a>\nx y\n</parameter>\n<parameter=b>\n2\n</parameter>\n</function>\n</tool_call>"
+
+
+def test_a_canonical_call_is_read_whole():
+    assert XML.read(CALL, 0) == (len(CALL), "f", None, [("a", "x y"), ("b", "2")])
+    assert XML.read("  \n" + CALL, 0)[0] == len(CALL) + 3  # (whitespace before a call is the call's)
+
+
+@pytest.mark.parametrize("text", [
+    CALL.replace("<parameter=a>\n", "<parameter=a>"),  # a literal written otherwise
+    CALL.replace("x y", "x </parameter> y"),  # a value holding its own stop: the general way decides
+    CALL.replace("</function>", "</functon>"),  # the closer misspelt
+    CALL[:-5],  # cut short
+    CALL.replace("<function=f>", "<function=>"),  # no name
+    CALL.replace("<parameter=b>", "<parameter=a>"),  # a key written twice: the general way reports it
+])
+def test_anything_else_is_left_to_the_general_parser(text):
+    assert XML.read(text, 0) is None
+
+
+def test_json_arguments_end_where_the_decoder_ends():
+    plan = CallPlan([lit_step("[C]", False, True), (NAME, _until("[A]")), lit_step("[A]", True, False),
+                     (JSON, None), lit_step("[E]", False, False)])
+    text = '[C]f[A] {"a": [1, 2]}[E]'
+    assert plan.read(text, 0) == (len(text), "f", None, '{"a": [1, 2]}')
+    assert plan.read('[C]f[A]{"a": NaN}[E]', 0) is None  # (the general reader refuses NaN: it decides)
+    assert plan.read('[C]f[A]{"a": 1[E]', 0) is None
+
+
+# --------------------------------------------------------------------------- over the corpus
+
+def _has_plan(parser) -> bool:
+    seen, todo = set(), [parser.grammar]
+    while todo:
+        p = todo.pop()
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        if isinstance(p, PlannedCall) or isinstance(getattr(p, "plan", None), CallPlan):  # (JSON calls)
+            return True
+        for v in vars(p).values() if hasattr(p, "__dict__") else ():
+            items = v if isinstance(v, (list, tuple)) else [v]
+            for x in items:
+                if isinstance(x, tuple):
+                    todo += [y for y in x if hasattr(y, "fast")]
+                elif hasattr(x, "fast"):
+                    todo.append(x)
+    return False
+
+
+class _Reads:
+    """Where plans read a call (a call may be read more than once: an attempt, then for good)."""
+
+    def __init__(self, monkeypatch):
+        self.at: set[tuple[str, int]] = set()
+        read = CallPlan.read
+
+        def noted(plan, text, i):
+            found = read(plan, text, i)
+            if found is not None:
+                self.at.add((text, i))
+            return found
+        monkeypatch.setattr(plan_module.CallPlan, "read", noted)
+
+
+def test_plans_read_every_canonical_call_as_the_general_parser_does(corpus_entry, analyzed, fixed_points,
+                                                                      monkeypatch):
+    outputs = call_outputs(corpus_entry, analyzed, fixed_points)
+    if not outputs or not _has_plan(outputs[0].parser):
+        pytest.skip("no calls read by a plan")
+    reads = _Reads(monkeypatch)
+    for out in outputs:
+        got = out.parser.parse(out.text)
+        assert got == out.parser.stream().whole(out.text, plans=False)
+        read = sum(1 for text, _ in reads.at if text == out.text)
+        assert read == len(got["tool_calls"]), f"the plan missed a canonical call: {out.text!r}"
+    for out in outputs:  # and the forms models write otherwise: the plan gives way, nothing changes
+        for dev in deviations(out):
+            assert out.parser.parse(dev.text) == out.parser.stream().whole(dev.text, plans=False), \
+                f"{dev.perturbation}: {dev.text!r}"
