@@ -209,8 +209,8 @@ def lb_json(text: str) -> dict[str, Any]:
         name = loads(body)["name"]  # the call validated whole
         a = body.find(":", body.find('"arguments"')) + 1
         calls.append(_call(len(calls), name, body[a:body.rindex("}")].strip(), before))
-        i = find(CALL, j)
-        if text[j + len(CALL_END):i if i >= 0 else len(text)].strip():
+        i, between = _head(text, CALL, j + len(CALL_END))
+        if between:
             raise ValueError("text between calls")
     return _message(reasoning, content, calls)
 
@@ -233,9 +233,8 @@ def lb_xml(text: str) -> dict[str, Any]:
             args[key] = conv(text[v:e]) if conv else text[v:e]
             p = find(PARAM, e, end)
         calls.append(_call(len(calls), name, json.dumps(args, ensure_ascii=False), before))
-        j = find(CALL_END, end) + len(CALL_END)
-        i = find(CALL, j)
-        if text[j:i if i >= 0 else len(text)].strip():
+        i, between = _head(text, CALL, find(CALL_END, end) + len(CALL_END))
+        if between:
             raise ValueError("text between calls")
     return _message(None, content, calls)
 
