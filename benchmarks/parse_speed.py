@@ -1,6 +1,6 @@
 """Parser speed per call format: ours against a pure-Python lower bound, transformers and SGLang.
 
-Run by hand (2-core machine: ~10 min for ``--format all`` with every peer)::
+Run by hand (2-core machine: ~8 min a round for ``--format all`` with every peer)::
 
     python benchmarks/parse_speed.py [--format json|xml|prefixed|all] [--sizes 1000,10000,...]
                                      [--repeat N] [--no-hf] [--no-sglang] [--stream-runs N]
@@ -37,7 +37,8 @@ calls' arguments as JSON text: the model's own bytes for JSON arguments, validat
 dict, once per call; an id per call hashed like ours). Its streamed form keeps a buffer of the
 text not yet read, searches each marker from where it stopped, holds back a marker cut by the
 chunk's end and the whitespace that may end a field, and emits tuples for text and argument bytes
-(XML values JSON-escaped as they come). Both assume the canonical form (no recovery).
+(XML values JSON-escaped as they come); a chunk inside a text field that cannot start its end
+marker is emitted at once. Both assume the canonical form (no recovery).
 
 Peers, called through their public APIs and alternating with our runs, so that a machine that
 slows down for a while slows both:
@@ -50,8 +51,8 @@ slows down for a while slows both:
   ``Qwen3CoderDetector``, ``KimiK2Detector``), optional. Its streamed detectors need each special
   token in one delta, as a tokenizer delivers it (cut, they lose text and calls): they get the
   same 4-character chunks except that the format's special tokens stay whole, fewer chunks than
-  ours. SGLang is not a dependency of this
-  project; to install it in the project's venv without torch (CPU-only, ~40 MB)::
+  ours. SGLang is not a dependency of this project; to install it in the project's venv without
+  torch (CPU-only, ~40 MB)::
 
       pip install --no-deps sglang==0.5.23 && pip install orjson msgspec psutil pybase64 ipython
 
