@@ -920,7 +920,8 @@ def summary(results: dict[str, list[Row]], peers: dict[str, dict[str, Any]]) -> 
 
 
 def profile(names: list[str], sizes: list[int], top: int) -> None:
-    """cProfile of our one-shot and streamed parse: the ``top`` functions by own and by cumulative time."""
+    """cProfile of our one-shot and streamed parse (5 runs each): the ``top`` functions by own and by
+    cumulative time."""
     import cProfile
     import pstats
     for name in names:
@@ -930,8 +931,10 @@ def profile(names: list[str], sizes: list[int], top: int) -> None:
             text = make_output(name, size).text
             for kind, run in (("one-shot", lambda: one(text)), ("stream", lambda: stream(chunks_of(text)))):
                 run()
+                gc.collect()
                 prof = cProfile.Profile()
-                prof.runcall(run)
+                for _ in range(5):  # summed over runs: a collection of the GC counts in one of them only
+                    prof.runcall(run)
                 for key in ("tottime", "cumulative"):
                     print(f"\n### {name}, {len(text):,} bytes, {kind}: top {top} by {key}\n", flush=True)
                     pstats.Stats(prof, stream=sys.stdout).strip_dirs().sort_stats(key).print_stats(top)
