@@ -320,12 +320,14 @@ _NEXT = re.compile(r"[ \t\r\n]*([,}])[ \t\r\n]*")
 def _at(inp: Input, pos: int, literal: str) -> Run:
     """Whether ``literal`` stands at ``pos`` (waiting while the input may still complete it)."""
     while inp.end - pos < len(literal) and not inp.eof and literal.startswith(inp.get(pos, inp.end)):
+        inp.wake = pos + len(literal)  # (nothing to decide before)
         yield NEED
     return inp.startswith(literal, pos)
 
 
 def _peek(inp: Input, pos: int, s: str) -> Run:
     while inp.end - pos < len(s) and not inp.eof:
+        inp.wake = pos + len(s)
         yield NEED
     return inp.startswith(s, pos)
 

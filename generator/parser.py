@@ -26,6 +26,9 @@ from .values import encode_string
 from .peg import FAIL, Parser, Session
 
 
+_BREAKS = ("\r", "\n")  # (what may come before spaces a stop takes; not "": all spaces follow text)
+
+
 class MessageStream:
     """Incremental parser: ``feed(chunk) -> events``, ``finish() -> (message, events)``.
 
@@ -46,7 +49,9 @@ class MessageStream:
         # whitespace a stop marker may take before it: held back at a chunk's end, emitted
         # with the text that goes on (``_held``: what is held now)
         self._hot_ws = ""
+        self._lines = False  # spaces after text on a line need not be held (see ``_Fast.lines``)
         self._held = ""
+        self._held0 = 0  # how much was held when the hot path was armed
         self._tail: list[str] = []
         self._since = 0  # ``_tail[_since:]`` came by the hot path, the input owes for it
         self._field = ""
@@ -71,9 +76,10 @@ class MessageStream:
                 inp.feed(chunk)
                 inp.fast.emitted = inp.end
                 return []
-            self._fed += len(chunk)
-            if chunk[-1] in self._hot_ws:
-                text = self._held + chunk
+            last = chunk[-1]
+            if last in self._hot_ws and not (self._lines and not self._held and last in " \t"
+                                             and chunk.rstrip(" \t")[-1:] not in _BREAKS):
+                text = self._held + chunk  # (whitespace a stop may take: held back)
                 body = text.rstrip(self._hot_ws)
                 self._held = text[len(body):]
                 if not body:
@@ -82,13 +88,15 @@ class MessageStream:
                 body, self._held = self._held + chunk, ""
             else:
                 body = chunk
-            if self._escape:  # a string value's text, as the JSON string's (its quotes are written apart)
-                body = encode_string(body)[1:-1]
             tail = self._tail
-            tail.append(body)
             if index >= 0:
+                if self._escape:  # a string value's text, as the JSON string's (its quotes are written apart)
+                    self._fed += len(body)
+                    body = encode_string(body)[1:-1]
+                tail.append(body)
                 return [{"type": "region_chunk", "field": "tool_calls", "index": index, "text": body,
                          "dirty": False}]
+            tail.append(body)
             if len(tail) >= 256:
                 self._count_owed()
                 self._asm.text[self._field].compact()
@@ -102,15 +110,24 @@ class MessageStream:
         return out
 
     def _count_owed(self) -> None:
-        """The chunks the hot path added to ``_tail`` (counted here, not per chunk)."""
-        self._owed_chunks += len(self._tail) - self._since
-        self._since = len(self._tail)
+        """The chunks the hot path added to ``_tail`` and their characters (counted here, not
+        per chunk; escaped text is counted as it comes)."""
+        tail, since = self._tail, self._since
+        n = len(tail)
+        if n == since:
+            return
+        self._owed_chunks += n - since
+        if not self._escape:
+            self._fed += len(tail[since]) if n - since == 1 else sum(map(len, tail[since:]))
+        self._since = n
 
     def _settle(self) -> None:
         """The input positions the hot path owes: its chunks were emitted, nothing of them is
         read again but the whitespace it holds back."""
         if self._hot is not None and self._index != -2:
             self._count_owed()
+            self._fed += len(self._held) - self._held0  # (fed = text emitted + what it holds more)
+            self._held0 = len(self._held)
         if self._owed_chunks:
             inp = self._session.inp
             held = self._held
@@ -140,8 +157,9 @@ class MessageStream:
             return
         if inp.pins:
             return
-        self._hot_ws = fast.ws
-        self._held = fast.held(inp) if fast.emitted != inp.end else ""
+        self._hot_ws, self._lines = fast.ws, fast.lines
+        self._held = inp.get(fast.emitted, inp.end) if fast.emitted != inp.end else ""  # (``_Fast.held``)
+        self._held0 = len(self._held)
         fld = FIELD.get(fast.tag)
         if fld is not None:
             self._hot, self._field, self._index, self._tail = fast.stop, fld, -1, self._asm.text[fld].tail

@@ -54,30 +54,22 @@ class CallPlan:
 
     def __init__(self, steps: Sequence[Step], *, json_strings: bool = False) -> None:
         self.steps = list(steps)
-        self._ops = _compile(self.steps)
         # slots inside JSON strings: read only when written without escapes; the arguments a
         # JSON value that is not a string (a JSON-encoded string is the general reader's)
         self.json_strings = json_strings
+        self.source, self._read = _reader(_compile(self.steps), json_strings)
 
     def read(self, text: str, i: int) -> tuple[int, str, str | None, str | list[tuple[str, str]]] | None:
         """``(end, name, id, arguments)`` of the call at ``i`` of a complete ``text`` (arguments:
         the JSON text, or the ``(key, value)`` texts of tagged units), or None when the call is
         not written in the canonical form."""
-        got: dict[str, Any] = {}
-        i = _run(self._ops, text, i, got)
-        name, args = got.get(NAME, ""), got.get(JSON, got.get(UNITS))
-        if i < 0 or not name.strip() or args is None:
-            return None
-        if self.json_strings and (not _PLAIN.fullmatch(name) or not _PLAIN.fullmatch(got.get(ID) or "")
-                                  or args.startswith('"')):
-            return None
-        return i, name, got.get(ID), args
+        return self._read(text, i)
 
     def emit(self, inp: Input, pos: int) -> int:
         """Reads the call at ``pos`` of a whole input into one condensed event (``call``, or
         ``call_units`` for tagged arguments; see ``Assembler.handle``) inside its ``tool_call``
         region: the end, or -1 (nothing read) when it is not in the canonical form."""
-        found = self.read(inp.text, pos - inp.base)
+        found = self._read(inp.text, pos - inp.base)
         if found is None:
             return -1
         end, name, call_id, args = found
@@ -144,57 +136,6 @@ def _fused(until: Until, lit: tuple[str, bool, bool]) -> tuple[str, str, str, bo
     return core, ws, text[len(ws) + len(core):], ws_after
 
 
-def _run(ops: list[tuple], text: str, i: int, got: dict[str, Any]) -> int:
-    """Reads ``ops`` from ``i``: the end, or -1 where the text is not the canonical form; what the
-    slots and arguments hold goes to ``got``."""
-    for op in ops:
-        kind = op[0]
-        if kind == LIT:
-            _, core, ws_before, ws_after = op
-            if ws_before:
-                i = _WS(text, i).end()
-            if not text.startswith(core, i):
-                return -1
-            i += len(core)
-            if ws_after:
-                i = _WS(text, i).end()
-        elif kind == "slot":
-            _, what, until, fused = op
-            if fused is None:
-                end = until.end_in(text, i)
-                if end < 0:
-                    return -1
-                value, i = text[i:end], end
-            else:
-                m = until.search(text, i)
-                if m is None or m.group() != fused[0]:
-                    return -1  # (a fence, another marker, none: the general reader decides)
-                hit, ws = m.start(), fused[1]
-                end = hit - len(ws)
-                if end < i or ws and not text.startswith(ws, end):
-                    return -1
-                value, i = text[i:end], hit + len(fused[0])
-                if not text.startswith(fused[2], i):
-                    return -1
-                i += len(fused[2])
-                if fused[3]:
-                    i = _WS(text, i).end()
-            if what == INDEX and not INDEX_TEXT.fullmatch(value):
-                return -1
-            got[what] = value
-        elif kind == JSON:
-            i = _WS(text, i).end()
-            end = _json_end(text, i)
-            if end < 0:
-                return -1
-            got[JSON], i = text[i:end], end
-        else:
-            i = _units(op[1], op[2], text, i, got)
-            if i < 0:
-                return -1
-    return i
-
-
 _WS = _JSON_WS.match
 
 
@@ -204,30 +145,122 @@ def _json_end(text: str, i: int) -> int:
     if i >= len(text) or text[i] in "NI":
         return -1
     try:
-        _, end = DECODER.raw_decode(text, i)
-    except ValueError:
+        _, end = DECODER.scan_once(text, i)
+    except (ValueError, StopIteration):
         return -1
     return -1 if number_cut(text, i, end) else end
 
 
-def _units(plan: UnitsPlan, ops: list[tuple], text: str, i: int, got: dict[str, Any]) -> int:
-    units: list[tuple[str, str]] = []
-    got[UNITS] = units
-    if plan.empty and text.startswith(plan.empty, i):
-        return i + len(plan.empty)
-    keys: set[str] = set()
-    lead = plan.lead
-    unit: dict[str, Any] = {}
-    while text.startswith(lead, i):
-        i = _run(ops, text, i + len(lead), unit)
-        if i < 0:
-            return -1
-        key = unit[KEY].strip()
-        if key in keys:
-            return -1  # (a key written twice is the general parser's to report)
-        keys.add(key)
-        units.append((unit[KEY], unit[VALUE]))
-    return i
+# The steps become the straight-line code of one function (``CallPlan.source``): a call is read
+# in the hot path of one-shot parsing, once per call, and a loop over the steps costs as much as
+# the reading. Only names the compiler makes up are written into the code; every value that
+# comes from the template (literals, markers, readers) is passed in the function's namespace.
+
+class _Code:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.names: dict[str, Any] = {"_WS": _WS, "_json_end": _json_end, "_INDEX": INDEX_TEXT.fullmatch,
+                                      "_PLAIN": _PLAIN.fullmatch}
+
+    def value(self, v: Any) -> str:
+        """The name of a value in the namespace."""
+        name = f"v{len(self.names)}"
+        self.names[name] = v
+        return name
+
+    def line(self, depth: int, text: str) -> None:
+        self.lines.append("    " * depth + text)
+
+
+def _reader(ops: list[tuple], json_strings: bool) -> tuple[str, Any]:
+    code = _Code()
+    code.line(0, "def read(text, i):")
+    code.line(1, "name = call_id = args = None")
+    _steps(code, ops, 1)
+    code.line(1, "if not name or not name.strip() or args is None:")
+    code.line(2, "return None")
+    if json_strings:
+        code.line(1, "if not _PLAIN(name) or call_id is not None and not _PLAIN(call_id) or args.startswith('\"'):")
+        code.line(2, "return None")
+    code.line(1, "return i, name, call_id, args")
+    source = "\n".join(code.lines) + "\n"
+    exec(compile(source, "<call plan>", "exec"), code.names)
+    return source, code.names["read"]
+
+
+_SLOT_VAR = {NAME: "name", ID: "call_id", INDEX: "index", KEY: "key", VALUE: "value"}
+
+
+def _steps(code: _Code, ops: list[tuple], d: int) -> None:
+    for op in ops:
+        kind = op[0]
+        if kind == LIT:
+            _, core, ws_before, ws_after = op
+            if ws_before:
+                code.line(d, "i = _WS(text, i).end()")
+            if core:
+                code.line(d, f"if not text.startswith({code.value(core)}, i):")
+                code.line(d + 1, "return None")
+                code.line(d, f"i += {len(core)}")
+            if ws_after:
+                code.line(d, "i = _WS(text, i).end()")
+        elif kind == "slot":
+            _, what, until, fused = op
+            var = _SLOT_VAR[what]
+            if fused is None:
+                code.line(d, f"e = {code.value(until.end_in)}(text, i)")
+                code.line(d, "if e < 0:")
+                code.line(d + 1, "return None")
+                code.line(d, f"{var} = text[i:e]")
+                code.line(d, "i = e")
+            else:
+                core, ws, rest, ws_after = fused
+                code.line(d, f"m = {code.value(until.searcher)}(text, i)")
+                code.line(d, f"if m is None or m.group() != {code.value(core)}:")
+                code.line(d + 1, "return None  # (a fence, another marker, none: the general reader decides)")
+                code.line(d, "h = m.start()")
+                if ws:  # (the whitespace the marker takes before it)
+                    code.line(d, f"e = h - {len(ws)}")
+                    code.line(d, f"if e < i or not text.startswith({code.value(ws)}, e):")
+                    code.line(d + 1, "return None")
+                    code.line(d, f"{var} = text[i:e]")
+                else:
+                    code.line(d, f"{var} = text[i:h]")
+                code.line(d, f"i = h + {len(core)}")
+                if rest:
+                    code.line(d, f"if not text.startswith({code.value(rest)}, i):")
+                    code.line(d + 1, "return None")
+                    code.line(d, f"i += {len(rest)}")
+                if ws_after:
+                    code.line(d, "i = _WS(text, i).end()")
+            if what == INDEX:
+                code.line(d, "if not _INDEX(index):")
+                code.line(d + 1, "return None")
+        elif kind == JSON:
+            code.line(d, "i = _WS(text, i).end()")
+            code.line(d, "e = _json_end(text, i)")
+            code.line(d, "if e < 0:")
+            code.line(d + 1, "return None")
+            code.line(d, "args = text[i:e]")
+            code.line(d, "i = e")
+        else:  # tagged units, each read whole, no key twice (the general parser reports that)
+            plan, unit_ops = op[1], op[2]
+            code.line(d, "args = []")
+            code.line(d, "keys = set()")
+            body = d
+            if plan.empty:
+                code.line(d, f"if text.startswith({code.value(plan.empty)}, i):")
+                code.line(d + 1, f"i += {len(plan.empty)}")
+                code.line(d, "else:")
+                body = d + 1
+            code.line(body, f"while text.startswith({code.value(plan.lead)}, i):")
+            code.line(body + 1, f"i += {len(plan.lead)}")
+            _steps(code, unit_ops, body + 1)
+            code.line(body + 1, "k = key.strip()")
+            code.line(body + 1, "if k in keys:")
+            code.line(body + 2, "return None")
+            code.line(body + 1, "keys.add(k)")
+            code.line(body + 1, "args.append((key, value))")
 
 
 class PlannedCall(Parser):

@@ -312,6 +312,7 @@ class TaggedArgs:
         guards = [g for g in unit.first() or () if g]
         if steps is None or ts.arg_separator.strip() or parts[0].kind != "lit" or not parts[0].text.strip() \
                 or parts[-1].kind != "lit" or [k for k, _ in steps].count(KEY) != 1 or \
+                [k for k, _ in steps].count(VALUE) != 1 or \
                 any(c.startswith(g) or g.startswith(c) for c in self.closers for g in guards):
             return body, None  # (e.g. a closer that a unit's opener may be read as: the general way decides)
         return body, (UNITS, UnitsPlan(steps, steps[0][1][0], ts.args_empty or ""))

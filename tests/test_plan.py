@@ -82,14 +82,14 @@ class _Reads:
 
     def __init__(self, monkeypatch):
         self.at: set[tuple[str, int]] = set()
-        read = CallPlan.read
+        emit = CallPlan.emit
 
-        def noted(plan, text, i):
-            found = read(plan, text, i)
-            if found is not None:
-                self.at.add((text, i))
-            return found
-        monkeypatch.setattr(plan_module.CallPlan, "read", noted)
+        def noted(plan, inp, pos):
+            end = emit(plan, inp, pos)
+            if end >= 0:
+                self.at.add((inp.text, pos))
+            return end
+        monkeypatch.setattr(plan_module.CallPlan, "emit", noted)
 
 
 def test_plans_read_every_canonical_call_as_the_general_parser_does(corpus_entry, analyzed, fixed_points,
