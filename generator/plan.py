@@ -171,6 +171,13 @@ class _Code:
     def line(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
 
+    def expect(self, depth: int, literal: str) -> None:
+        """``literal`` at ``i`` (else no call), read."""
+        if literal:
+            self.line(depth, f"if not text.startswith({self.value(literal)}, i):")
+            self.line(depth + 1, "return None")
+            self.line(depth, f"i += {len(literal)}")
+
 
 def _reader(ops: list[tuple], json_strings: bool) -> tuple[str, Any]:
     code = _Code()
@@ -198,10 +205,7 @@ def _steps(code: _Code, ops: list[tuple], d: int) -> None:
             _, core, ws_before, ws_after = op
             if ws_before:
                 code.line(d, "i = _WS(text, i).end()")
-            if core:
-                code.line(d, f"if not text.startswith({code.value(core)}, i):")
-                code.line(d + 1, "return None")
-                code.line(d, f"i += {len(core)}")
+            code.expect(d, core)
             if ws_after:
                 code.line(d, "i = _WS(text, i).end()")
         elif kind == "slot":
@@ -227,10 +231,7 @@ def _steps(code: _Code, ops: list[tuple], d: int) -> None:
                 else:
                     code.line(d, f"{var} = text[i:h]")
                 code.line(d, f"i = h + {len(core)}")
-                if rest:
-                    code.line(d, f"if not text.startswith({code.value(rest)}, i):")
-                    code.line(d + 1, "return None")
-                    code.line(d, f"i += {len(rest)}")
+                code.expect(d, rest)
                 if ws_after:
                     code.line(d, "i = _WS(text, i).end()")
             if what == INDEX:
