@@ -26,9 +26,6 @@ from .values import encode_string
 from .peg import FAIL, Parser, Session
 
 
-_BREAKS = ("\r", "\n")  # (what may come before spaces a stop takes; not "": all spaces follow text)
-
-
 class MessageStream:
     """Incremental parser: ``feed(chunk) -> events``, ``finish() -> (message, events)``.
 
@@ -50,6 +47,7 @@ class MessageStream:
         # with the text that goes on (``_held``: what is held now)
         self._hot_ws = ""
         self._lines = False  # spaces after text on a line need not be held (see ``_Fast.lines``)
+        self._hot_end = ""
         self._held = ""
         self._held0 = 0  # how much was held when the hot path was armed
         self._tail: list[str] = []
@@ -77,15 +75,13 @@ class MessageStream:
                 inp.fast.emitted = inp.end
                 return []
             last = chunk[-1]
-            if last in self._hot_ws and not (self._lines and not self._held and last in " \t"
-                                             and chunk.rstrip(" \t")[-1:] not in _BREAKS):
+            if self._held or last in self._hot_end or \
+                    self._lines and last in " \t" and ("\n" in chunk or "\r" in chunk):
                 text = self._held + chunk  # (whitespace a stop may take: held back)
                 body = text.rstrip(self._hot_ws)
                 self._held = text[len(body):]
                 if not body:
                     return []
-            elif self._held:
-                body, self._held = self._held + chunk, ""
             else:
                 body = chunk
             tail = self._tail
@@ -158,6 +154,8 @@ class MessageStream:
         if inp.pins:
             return
         self._hot_ws, self._lines = fast.ws, fast.lines
+        # what, ending a chunk, may be held back (with ``lines``, spaces only after a line break)
+        self._hot_end = "".join(c for c in fast.ws if c in "\r\n") if fast.lines else fast.ws
         self._held = inp.get(fast.emitted, inp.end) if fast.emitted != inp.end else ""  # (``_Fast.held``)
         self._held0 = len(self._held)
         fld = FIELD.get(fast.tag)

@@ -341,6 +341,8 @@ class Marker(Parser):
 
     ``ws_before``/``ws_after``: any run of whitespace is taken on that side instead (where the
     marker stands next to other structure, not text: models space markup as they please).
+    ``lines``: as a stop, the run of whitespace before it is taken from its first line break on
+    (a marker on a line of its own; spaces right after text stay the text's).
     """
 
     core: str
@@ -348,10 +350,11 @@ class Marker(Parser):
     after: str = ""
     ws_before: bool = False
     ws_after: bool = False
+    lines: bool = False
 
-    def loose(self, before: bool = True, after: bool = True) -> "Marker":
-        """The same marker taking any whitespace on the sides asked for."""
-        return Marker(self.core, self.before, self.after, before, after)
+    def loose(self, before: bool = True, after: bool = True, lines: bool = False) -> "Marker":
+        """The same marker taking any whitespace on the sides asked for (``lines``: see above)."""
+        return Marker(self.core, self.before, self.after, before, after, lines)
 
     @classmethod
     def of(cls, text: str) -> "Marker":
@@ -867,7 +870,7 @@ class Until(Parser):
         self.ws_chars = frozenset(ws)
         self.ws = "".join(sorted(c for c in self.ws_chars if c.isspace()))
         # no stop takes spaces or tabs but as the indentation of a marker on its own line
-        self.lines = all(not s.ws_before and not s.before.strip("\r\n") for s in self.stops) and \
+        self.lines = all((not s.ws_before or s.lines) and not s.before.strip("\r\n") for s in self.stops) and \
             not tail.strip("\r\n")
         self.fences = frozenset(fences).difference(self.cores)
         found = set(self.cores) | self.fences
@@ -924,6 +927,8 @@ class Until(Parser):
                 k = hit
                 while k > emitted and text[k - 1] in " \t\r\n":
                     k -= 1
+                while stop.lines and k < hit and text[k] in " \t":  # (from its first line break)
+                    k += 1
                 end = min(end, k)
                 continue
             starts = [hit]

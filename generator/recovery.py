@@ -234,7 +234,8 @@ class TextUntilCall(Parser):
         self.probes = [(tuple(g for g in guards if g.strip()), p) for guards, p in probes]
         self.guards = tuple(g for guards, _ in self.probes for g in guards)
         cores = dict.fromkeys(g.strip() for g in self.guards)  # (whitespace before a guard is any)
-        self.text = Capture(tag, Until(list(stops) + [Marker(c).loose(after=False) for c in cores]))
+        # (whitespace before a call from a line break on is the call's; spaces after text stay text)
+        self.text = Capture(tag, Until(list(stops) + [Marker(c).loose(after=False, lines=True) for c in cores]))
         self.tag = tag
         self.warning = warning
 
