@@ -508,8 +508,9 @@ class LbPrefixedStream(LowerBoundStream):
 # ---------------------------------------------------------------------------------------------
 # formats, outputs, parsers
 
-LIMITS = RenderLimits(timeout_s=120, analysis_timeout_s=3600, max_output_chars=10 ** 8, max_iterations=10 ** 8,
-                      max_value_size=10 ** 8, max_value_nodes=10 ** 8)
+# (generous: the outputs are large, and parse_instructions runs this under valgrind, 20-50x slower)
+LIMITS = RenderLimits(timeout_s=120, analysis_timeout_s=3600, compile_timeout_s=120, max_output_chars=10 ** 8,
+                      max_iterations=10 ** 8, max_value_size=10 ** 8, max_value_nodes=10 ** 8)
 
 
 @dataclass
@@ -536,7 +537,7 @@ class Format:
 
     @cached_property
     def analysis(self):
-        return analyze_template(self.loaded)
+        return analyze_template(self.loaded, limits=LIMITS)
 
     @cached_property
     def reasons(self) -> bool:

@@ -985,9 +985,9 @@ class Until(Parser):
         that one. -1 when none may."""
         if inp.eof:
             return -1
-        for j in range(max(start, inp.end - self.maxlen + 1), hit + 1):
-            tail = inp.get(j, inp.end)
-            if any(len(c) > len(tail) and c.startswith(tail) for c in self.cores):
+        text, base, end = inp.text, inp.base, inp.end
+        for j in range(max(start, end - self.maxcore + 1), hit + 1):  # (a proper prefix of a core)
+            if text[j - base] in self.stop_chars and text[j - base:end - base] in self._prefixes:
                 return j
         return -1
 

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from .peg import DECODER, Input, Parser, Run, Until, number_cut
+from .peg import DECODER, Capture, Input, Parser, Until, number_cut
 
 # the steps of a plan
 LIT, NAME, ID, INDEX, JSON, UNITS, KEY, VALUE = "lit", "name", "id", "index", "json", "units", "key", "value"
@@ -264,12 +264,13 @@ def _steps(code: _Code, ops: list[tuple], d: int) -> None:
             code.line(body + 1, "args.append((key, value))")
 
 
-class PlannedCall(Parser):
-    """A call read by its plan when the whole output is at hand, else (or when the plan does
-    not fit) by the general parser ``general`` (a ``tool_call`` capture with positions)."""
+class PlannedCall(Capture):
+    """A call (a ``tool_call`` capture with positions) read by its plan when the whole output is
+    at hand, else (or when the plan does not fit) part by part as any capture reads (streaming
+    resumes it with no extra layer)."""
 
-    def __init__(self, general: Parser, plan: CallPlan) -> None:
-        self.general = general
+    def __init__(self, p: Parser, plan: CallPlan) -> None:
+        super().__init__("tool_call", p, where=True)
         self.plan = plan
 
     def fast(self, inp: Input, pos: int) -> int:
@@ -277,20 +278,10 @@ class PlannedCall(Parser):
             end = self.plan.emit(inp, pos)
             if end >= 0:
                 return end
-        return self.general.fast(inp, pos)
-
-    def run(self, inp: Input, pos: int) -> Run:  # (after ``fast``: the plan did not fit)
-        return (yield from self.general.run(inp, pos))
-
-    def first(self) -> tuple[str, ...] | None:
-        return self.general.first()
-
-    def nullable(self) -> bool:
-        return self.general.nullable()
+        return super().fast(inp, pos)
 
 
-def planned(general: Parser, steps: Sequence[Step] | None) -> Parser:
-    """``general``, read by the plan of ``steps`` where it fits (``steps`` None: no plan)."""
-    return PlannedCall(general, CallPlan(steps)) if steps is not None else general
-
-
+def planned(call: Parser, steps: Sequence[Step] | None) -> Parser:
+    """A call's parts (``call``) as a ``tool_call`` capture, read by the plan of ``steps`` where
+    it fits (``steps`` None: no plan)."""
+    return PlannedCall(call, CallPlan(steps)) if steps is not None else Capture("tool_call", call, where=True)

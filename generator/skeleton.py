@@ -392,4 +392,4 @@ def skeleton_call(ts: ToolCallStructure, outer: Sequence[Marker], names: frozens
         steps = steps + [step] if steps is not None and step is not None else None
     if steps is not None and not any(k == NAME for k, _ in steps):
         steps = None  # (a name written only in the id: the general way finds it)
-    return planned(Capture("tool_call", Seq(*seq), where=True), steps)
+    return planned(Seq(*seq), steps)
