@@ -141,35 +141,32 @@ class MessageStream:
         """Whether the parser now waits in plain text of the message (content, reasoning, the
         arguments of an announced call or a string value of its tagged arguments) with nothing
         to read back."""
-        self._hot, self._held, self._escape = None, "", False
+        self._hot, self._held = None, ""
         session = self._session
         inp = session.inp
         fast = inp.fast
         if fast is None or fast.stop is None or session.result is not None:
             return
-        if not fast.tag:
+        tag = fast.tag
+        if not tag:
             if fast.emitted == inp.end and not fast.ws:
                 self._hot, self._index = fast.stop, -2
             return
         if inp.pins:
             return
-        self._hot_ws, self._lines = fast.ws, fast.lines
-        # what, ending a chunk, may be held back (with ``lines``, spaces only after a line break)
-        self._hot_end = "".join(c for c in fast.ws if c in "\r\n") if fast.lines else fast.ws
+        fld = FIELD.get(tag)
+        if fld is not None:
+            self._field, self._index, self._tail, self._escape = fld, -1, self._asm.text[fld].tail, False
+        else:
+            call = self._asm.current
+            if call is None or not call.announced or not (tag == "tool_args" or tag == "arg_value"
+                                                          and call.value_streaming):
+                return
+            self._index, self._tail, self._escape = call.index, call.args, tag == "arg_value"
+        self._hot, self._hot_ws, self._lines, self._hot_end = fast.stop, fast.ws, fast.lines, fast.hold
         self._held = inp.get(fast.emitted, inp.end) if fast.emitted != inp.end else ""  # (``_Fast.held``)
         self._held0 = len(self._held)
-        fld = FIELD.get(fast.tag)
-        if fld is not None:
-            self._hot, self._field, self._index, self._tail = fast.stop, fld, -1, self._asm.text[fld].tail
-            self._since = len(self._tail)
-            return
-        call = self._asm.current
-        if call is None or not call.announced:
-            return
-        if fast.tag == "tool_args" or fast.tag == "arg_value" and call.value_streaming:
-            self._hot, self._index, self._tail = fast.stop, call.index, call.args
-            self._escape = fast.tag == "arg_value"
-            self._since = len(self._tail)
+        self._since = len(self._tail)
 
     def _feed(self, chunk: str) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

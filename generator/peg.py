@@ -157,7 +157,7 @@ class _Fast:
     stack. Subclasses that scan other chunks themselves set ``scan`` (see :class:`_JsonScan`);
     their ``stop`` may be None (no chunk is plain)."""
 
-    __slots__ = ("stop", "tag", "emitted", "ws", "lines")
+    __slots__ = ("stop", "tag", "emitted", "ws", "lines", "hold")
     scan = False  # ``step`` reads the chunks that are not plain
 
     def __init__(self, stop: frozenset[str] | None, tag: str | None, emitted: int, ws: str = "",
@@ -171,6 +171,8 @@ class _Fast:
         # spaces and tabs belong to a stop only after a line break (its indentation): after
         # other text they need not be held
         self.lines = lines
+        # what, ending a chunk, may be held back (with ``lines``, spaces only after a line break)
+        self.hold = "".join(c for c in ws if c in "\r\n") if lines else ws
 
     def plain(self, chunk: str) -> bool:
         """A chunk that is plain text of the region (nothing in it can start a stop)."""
