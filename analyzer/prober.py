@@ -2,7 +2,11 @@
 
 The analysis asks many questions of one template; the :class:`Prober` answers each with a
 render, remembers it (the same input is never rendered twice), and records every failure
-with the probe's name so reports can say which probe failed and why.
+with the probe's name so reports can say which probe failed and why. Inputs that differ only in
+variables the template never names (a kwarg it does not read, ``add_generation_prompt`` or
+``tools`` where it never looks at them) render alike, so one render answers them all
+(:attr:`TemplateInfo.inputs <analyzer.template_info.TemplateInfo.inputs>`); each probe is still
+recorded as if it had rendered.
 
 When the reference engine fails for a reason other than the template refusing the input
 (``raise_exception``) or a limit, the probe is retried with a relaxed sandbox (only where the
@@ -26,6 +30,7 @@ from .load import LoadedTemplate
 from .probes import as_parts
 from .render import DEFAULT_LIMITS, RenderLimits, Renderer, make_renderer
 from .structures import ProbeFailure
+from .template_info import template_info
 
 # Templates that print the date must not change output between two renders of one analysis.
 PINNED_NOW = datetime(2026, 1, 15, 12, 0, 0)
@@ -52,6 +57,16 @@ class Prober:
         for renderer in (self._primary, *self._fallbacks):
             renderer.deadline = self.deadline
         self._cache: dict[str, str | RenderError] = {}
+        # key of what the template can see of an input -> (result, the renderer that gave it,
+        # the fallback note to record): the one render of inputs that differ only in unread names
+        self._shared: dict[str, tuple[str | RenderError, Renderer | None, str | None]] = {}
+        # source -> the names it may read (None: any); tools drop out only where the template
+        # text chosen does not depend on them
+        self._inputs: dict[str, frozenset[str] | None] = {}
+        try:
+            self._one_source = template.source_for(tools=True) == template.source_for(tools=False)
+        except TemplateError:  # several variants, none chosen: every render fails alike
+            self._one_source = False
         # key -> (probe, renderer, input) of each successful render, to render it again
         self._rendered: dict[str, tuple[str, Renderer, tuple]] = {}
         # (reason, line) of reference failures no fallback could render: a probe failing the
@@ -69,14 +84,40 @@ class Prober:
         self.default_kwargs: dict[str, Any] = {}
         self.renders = 0
 
-    def _key(self, messages: Sequence[dict[str, Any]], tools: Any, agp: bool, kwargs: dict[str, Any]) -> str:
+    def _tools_key(self, tools: Any) -> str:
         # tools are large and shared between probes: key them by identity, once
         tkey = self._tool_keys.get(id(tools))
         if tkey is None:
             tkey = json.dumps(tools, sort_keys=True, default=repr)
             self._tool_keys[id(tools)] = tkey
             self._pinned.append(tools)  # keep the id valid for the prober's lifetime
-        return json.dumps([messages, agp, kwargs], sort_keys=True, default=repr) + tkey
+        return tkey
+
+    def _read(self, tools: bool) -> frozenset[str] | None:
+        """The names the template text rendered with (or without) tools may read; None: any."""
+        source = self.template.source_for(tools=tools)
+        if source not in self._inputs:
+            try:
+                self._inputs[source] = template_info(source).inputs
+            except Exception:  # noqa: BLE001 - jinja2 cannot parse it (minijinja can): assume any
+                self._inputs[source] = None
+        return self._inputs[source]
+
+    def _keys(self, messages: Sequence[dict[str, Any]], tools: Any, agp: bool, kwargs: dict[str, Any]
+              ) -> tuple[str, str]:
+        """The input's key, and the key of what the template can see of it (variables it never
+        names left out)."""
+        head = json.dumps(messages, sort_keys=True, default=repr)
+        exact = f"{head}|{agp}|{json.dumps(kwargs, sort_keys=True, default=repr)}|{self._tools_key(tools)}"
+        read = self._read(tools is not None)
+        if read is None:
+            return exact, exact
+        if "add_generation_prompt" not in read:
+            agp = None
+        if tools is not None and "tools" not in read and self._one_source:
+            tools = None
+        seen = {k: v for k, v in kwargs.items() if k in read}
+        return exact, f"{head}|{agp}|{json.dumps(seen, sort_keys=True, default=repr)}|{self._tools_key(tools)}"
 
     def render(self, probe: str, messages: Sequence[dict[str, Any]], *, tools: Sequence[Any] | None = None,
                add_generation_prompt: bool = False, record: bool = True, **kwargs: Any) -> str | None:
@@ -93,9 +134,9 @@ class Prober:
             tools = self.default_tools
         if self.default_kwargs:
             kwargs = {**self.default_kwargs, **kwargs}
-        key = self._key(msgs, tools, add_generation_prompt, kwargs)
+        key, shared = self._keys(msgs, tools, add_generation_prompt, kwargs)
         if key not in self._cache:
-            self._cache[key] = self._render(probe, key, msgs, tools, add_generation_prompt, kwargs)
+            self._cache[key] = self._answer(probe, key, shared, (msgs, tools, add_generation_prompt, kwargs))
         out = self._cache[key]
         if isinstance(out, RenderError) and record and probe not in self.failures:
             kind = ("raised" if isinstance(out, TemplateRaised) else
@@ -107,26 +148,37 @@ class Prober:
         return RenderLimitError(f"analysis took over {self.limits.analysis_timeout_s:g} s (analysis_timeout_s)",
                                 template=self.template.name, probe=probe)
 
-    def _render(self, probe: str, key: str, msgs: list[dict[str, Any]], tools: Any, agp: bool,
-                kwargs: dict[str, Any]) -> str | RenderError:
+    def _answer(self, probe: str, key: str, shared: str, args: tuple) -> str | RenderError:
+        """The result for a new input: rendered, or the render of an input the template sees
+        alike, recorded for ``probe`` as its own render would have been."""
+        hit = self._shared.get(shared)
+        if hit is None:
+            hit = self._shared[shared] = self._render(probe, *args)
+        out, renderer, note = hit
+        if note is not None:
+            self.fallback_used.setdefault(probe, note)
+        if renderer is not None:
+            self._rendered[key] = (probe, renderer, args)
+        return out.with_probe(probe) if isinstance(out, RenderError) else out
+
+    def _render(self, probe: str, msgs: list[dict[str, Any]], tools: Any, agp: bool, kwargs: dict[str, Any]
+                ) -> tuple[str | RenderError, Renderer | None, str | None]:
+        """(the render or its error, the renderer that gave it, a note when that was a fallback)."""
         if time.monotonic() >= self.deadline:
             raise self._over_budget(probe)
         self.renders += 1
-        args = (msgs, tools, agp, kwargs)
         try:
-            out = self._primary.render(msgs, tools=tools, add_generation_prompt=agp, **kwargs)
-            self._rendered[key] = (probe, self._primary, args)
-            return out
+            return self._primary.render(msgs, tools=tools, add_generation_prompt=agp, **kwargs), self._primary, None
         except TemplateRaised as e:
-            return e.with_probe(probe)
+            return e.with_probe(probe), None, None
         except RenderLimitError as e:
             if time.monotonic() >= self.deadline:
                 raise self._over_budget(probe) from None
-            return e.with_probe(probe)  # a limit binds every engine: no fallback
+            return e.with_probe(probe), None, None  # a limit binds every engine: no fallback
         except RenderError as e:
             first = e.with_probe(probe)
         if (first.reason, first.line) in self._futile:
-            return first
+            return first, None, None
         for fb in self._fallbacks:
             if getattr(fb, "sandbox", "") == "relaxed" and not isinstance(first, SecurityError):
                 continue  # a mutable sandbox only helps where the immutable one refused
@@ -136,11 +188,9 @@ class Prober:
                 if time.monotonic() >= self.deadline:
                     raise self._over_budget(probe) from None
                 continue
-            self.fallback_used.setdefault(probe, f"{fb.engine} (reference failed: {first.reason})")
-            self._rendered[key] = (probe, fb, args)
-            return out
+            return out, fb, f"{fb.engine} (reference failed: {first.reason})"
         self._futile.add((first.reason, first.line))
-        return first
+        return first, None, None
 
     def unstable_probe(self) -> str | None:
         """A probe whose render changes when rendered again (randomness in the template, or an
