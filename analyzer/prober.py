@@ -83,6 +83,9 @@ class Prober:
         # Variables every render gets: stand-ins for custom variables a template cannot do without.
         self.default_kwargs: dict[str, Any] = {}
         self.renders = 0
+        # set when a result depended on the machine (a render ran out of time or memory, the
+        # repeat render was skipped): such an analysis is not cached (ChatAutoparserError.transient)
+        self.transient = False
 
     def _tools_key(self, tools: Any) -> str:
         # tools are large and shared between probes: key them by identity, once
@@ -154,6 +157,7 @@ class Prober:
         hit = self._shared.get(shared)
         if hit is None:
             hit = self._shared[shared] = self._render(probe, *args)
+            self.transient = self.transient or getattr(hit[0], "transient", False)
         out, renderer, note = hit
         if note is not None:
             self.fallback_used.setdefault(probe, note)
@@ -184,9 +188,10 @@ class Prober:
                 continue  # a mutable sandbox only helps where the immutable one refused
             try:
                 out = fb.render(msgs, tools=tools, add_generation_prompt=agp, **kwargs)
-            except (RenderError, TemplateError):  # TemplateError: the fallback cannot compile it
+            except (RenderError, TemplateError) as e:  # TemplateError: the fallback cannot compile it
                 if time.monotonic() >= self.deadline:
                     raise self._over_budget(probe) from None
+                self.transient = self.transient or e.transient
                 continue
             return out, fb, f"{fb.engine} (reference failed: {first.reason})"
         self._futile.add((first.reason, first.line))
@@ -202,12 +207,16 @@ class Prober:
             out = self._cache.get(key)
             if isinstance(out, str) and (best is None or (bool(args[2]), len(out)) > best[:2]):
                 best = (bool(args[2]), len(out), key)
-        if best is None or time.monotonic() >= self.deadline:
+        if best is None:
+            return None
+        if time.monotonic() >= self.deadline:
+            self.transient = True  # not checked for want of time
             return None
         probe, renderer, (msgs, tools, agp, kwargs) = self._rendered[best[2]]
         try:
             again: str | None = renderer.render(msgs, tools=tools, add_generation_prompt=agp, **kwargs)
-        except RenderLimitError:
+        except RenderLimitError as e:
+            self.transient = self.transient or e.transient
             return None  # out of time or budget: says nothing about randomness
         except RenderError:
             again = None  # failed where it rendered before
