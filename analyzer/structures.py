@@ -18,6 +18,7 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -332,11 +333,17 @@ def _convert(tp: Any, value: Any) -> Any:
     return value
 
 
+@lru_cache(maxsize=None)
+def field_types(cls: type) -> dict[str, Any]:
+    """The resolved type of each field of dataclass ``cls`` (``typing.get_type_hints``, once)."""
+    return typing.get_type_hints(cls)
+
+
 def from_plain(cls: type[T], data: dict[str, Any]) -> T:
     """Inverse of :func:`to_plain` for dataclass ``cls``; unknown keys are ignored."""
     if not isinstance(data, dict):
         raise TypeError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
+    hints = field_types(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):
         if f.name in data:

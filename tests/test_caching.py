@@ -63,3 +63,152 @@ def test_a_shared_render_records_failures_and_fallbacks_per_probe() -> None:
     failing.render("a", USER, enable_thinking=True)
     failing.render("b", USER, enable_thinking=False)
     assert failing.renders == 1 and sorted(failing.failures) == ["a", "b"]
+
+
+# --------------------------------------------------------------------------- whole analyses
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import analyzer.analyze as analyze_module  # noqa: E402
+from analyzer import analysis_cache  # noqa: E402
+from analyzer.analyze import analyze_template  # noqa: E402
+from analyzer.disk_cache import DiskCache  # noqa: E402
+from analyzer.errors import AnalysisError, RenderLimitError, TemplateError  # noqa: E402
+from analyzer.limits import RenderLimits  # noqa: E402
+
+CHATML = Path(__file__).resolve().parents[1] / "templates" / "chatml-think.jinja"
+
+
+@pytest.fixture
+def computed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the templates analysed for real (not found in a cache), in order; every test
+    starts with nothing kept in memory and the disk cache off."""
+    analysis_cache.cache_clear()
+    monkeypatch.setenv("AUTOPARSER_CACHE", "off")
+    names: list[str] = []
+    real = analyze_module._analyze
+
+    def counting(loaded, *args):
+        names.append(loaded.name)
+        return real(loaded, *args)
+
+    monkeypatch.setattr(analyze_module, "_analyze", counting)
+    yield names
+    analysis_cache.cache_clear()
+
+
+def chatml(name: str = "a.jinja"):
+    return from_string(CHATML.read_text(encoding="utf-8"), name=name)
+
+
+def test_kept_in_memory_by_content_and_relabelled(computed: list[str]) -> None:
+    first = analyze_template(chatml("a.jinja"))
+    again = analyze_template(chatml("b.jinja"))
+    assert computed == ["a.jinja"]
+    assert again.template == "b.jinja" and again.to_dict() == {**first.to_dict(), "template": "b.jinja"}
+    assert analyze_template(chatml(), cache=False) == first and computed == ["a.jinja", "a.jinja"]
+
+
+@pytest.mark.parametrize("change", [
+    lambda: {"engine": "minijinja"},
+    lambda: {"limits": RenderLimits(max_iterations=40_000)},
+    lambda: {"template": from_string(CHATML.read_text(encoding="utf-8") + " ", name="a.jinja")},
+    lambda: {"template": from_string(CHATML.read_text(encoding="utf-8"), name="a.jinja",
+                                     special_tokens={"bos_token": "<bos>", "eos_token": "<eos>"})},
+], ids=["engine", "limits", "text", "special-tokens"])
+def test_every_setting_is_in_the_key(computed: list[str], change) -> None:
+    analyze_template(chatml())
+    kwargs = {"template": chatml(), **change()}
+    analyze_template(kwargs.pop("template"), **kwargs)
+    assert len(computed) == 2
+
+
+def test_errors_the_template_decides_are_kept(computed: list[str]) -> None:
+    for name in ("x.jinja", "y.jinja"):
+        with pytest.raises(TemplateError, match=rf"^{name}:1: Jinja syntax error"):
+            analyze_template(from_string("{% if %}", name=name))
+        with pytest.raises(AnalysisError, match=rf"^{name}, probe .*renders no prompt"):
+            analyze_template(from_string("{{ raise_exception('never') }}", name=name))
+    assert computed == ["x.jinja", "x.jinja"]
+
+
+def test_time_limits_and_varying_renders_are_not_kept(computed: list[str]) -> None:
+    slow = from_string("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
+    limits = RenderLimits(timeout_s=0.05, max_iterations=10**15)
+    for _ in range(2):
+        with pytest.raises((AnalysisError, RenderLimitError)):
+            analyze_template(slow, limits=limits)
+    varying = from_string("{{ [1, 2, 3] | random }}" + PLAIN)
+    for _ in range(2):
+        assert any("differ" in n for n in analyze_template(varying).notes)
+    assert len(computed) == 4
+
+
+def test_kept_on_disk_across_processes(computed: list[str], tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOPARSER_CACHE", str(tmp_path))
+    first = analyze_template(chatml("a.jinja"))
+    with pytest.raises(TemplateError):
+        analyze_template(from_string("{% if %}", name="broken.jinja"))
+    entries = sorted((tmp_path / "analyses").glob("*.json"))
+    assert len(entries) == 2 and not list((tmp_path / "analyses").glob(".tmp-*"))
+    analysis_cache.cache_clear()  # as a new process would start
+    assert analyze_template(chatml("b.jinja")).to_dict() == {**first.to_dict(), "template": "b.jinja"}
+    with pytest.raises(TemplateError, match="^again.jinja:1: "):
+        analyze_template(from_string("{% if %}", name="again.jinja"))
+    assert computed == ["a.jinja", "broken.jinja"]
+
+
+def _entry(tmp_path: Path) -> Path:
+    (entry,) = (tmp_path / "analyses").glob("*.json")
+    return entry
+
+
+@pytest.mark.parametrize("spoil", [
+    lambda d: "",
+    lambda d: json.dumps(d)[:-40],
+    lambda d: json.dumps({**d, "key": "0" * 64}),
+    lambda d: json.dumps({**d, "value": {**d["value"], "format": "other"}}),
+    lambda d: json.dumps({"key": d["key"], "value": {**d["value"], "analysis": {
+        **d["value"]["analysis"], "generation_prompt": ["<|im_start|>"]}}}),
+    lambda d: json.dumps({"key": d["key"], "value": {**d["value"], "analysis": {
+        **d["value"]["analysis"], "unknown_field": 1}}}),
+    lambda d: json.dumps({"key": d["key"], "value": {**d["value"], "analysis": {
+        **d["value"]["analysis"], "sha256": "0" * 64}}}),
+    lambda d: "[" * 100_000,
+], ids=["empty", "truncated", "other-key", "other-format", "wrong-type", "unknown-field", "other-source",
+        "deep-nesting"])
+def test_a_spoilt_disk_entry_is_ignored_and_replaced(computed: list[str], tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch, spoil) -> None:
+    monkeypatch.setenv("AUTOPARSER_CACHE", str(tmp_path))
+    first = analyze_template(chatml())
+    entry = _entry(tmp_path)
+    entry.write_text(spoil(json.loads(entry.read_text(encoding="utf-8"))), encoding="utf-8")
+    analysis_cache.cache_clear()
+    assert analyze_template(chatml()) == first
+    assert len(computed) == 2
+    analysis_cache.cache_clear()
+    analyze_template(chatml())  # the entry was written again
+    assert len(computed) == 2
+
+
+def test_disk_cache_stays_under_its_size(tmp_path: Path) -> None:
+    cache = DiskCache(tmp_path, max_bytes=2_000)
+    for i in range(40):
+        cache.put(f"{i:064x}", {"text": "x" * 200})
+    total = sum(p.stat().st_size for p in tmp_path.glob("*.json"))
+    assert total <= 2_000 and cache.get(f"{39:064x}") == {"text": "x" * 200}
+    assert cache.get(f"{0:064x}") is None  # the oldest went first
+
+
+def test_template_report_reads_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tools.template_report import main
+    monkeypatch.setenv("AUTOPARSER_CACHE", str(tmp_path / "cache"))
+    args = [str(CHATML), "--json", str(tmp_path / "r.json"), "--no-timings", "--jobs", "1", "--quiet"]
+    assert main(args) == 0
+    first = (tmp_path / "r.json").read_text(encoding="utf-8")
+    assert len(list((tmp_path / "cache" / "analyses").glob("*.json"))) == 1
+    analysis_cache.cache_clear()
+    assert main(args) == 0 and (tmp_path / "r.json").read_text(encoding="utf-8") == first
+    assert main([*args, "--no-cache"]) == 0 and (tmp_path / "r.json").read_text(encoding="utf-8") == first
