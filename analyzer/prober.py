@@ -56,10 +56,10 @@ class Prober:
                                                  limits=limits, now=now))
         for renderer in (self._primary, *self._fallbacks):
             renderer.deadline = self.deadline
-        self._cache: dict[str, str | RenderError] = {}
+        self._cache: dict[tuple, str | RenderError] = {}
         # key of what the template can see of an input -> (result, the renderer that gave it,
         # the fallback note to record): the one render of inputs that differ only in unread names
-        self._shared: dict[str, tuple[str | RenderError, Renderer | None, str | None]] = {}
+        self._shared: dict[tuple, tuple[str | RenderError, Renderer | None, str | None]] = {}
         # source -> the names it may read (None: any); tools drop out only where the template
         # text chosen does not depend on them
         self._inputs: dict[str, frozenset[str] | None] = {}
@@ -68,12 +68,13 @@ class Prober:
         except TemplateError:  # several variants, none chosen: every render fails alike
             self._one_source = False
         # key -> (probe, renderer, input) of each successful render, to render it again
-        self._rendered: dict[str, tuple[str, Renderer, tuple]] = {}
+        self._rendered: dict[tuple, tuple[str, Renderer, tuple]] = {}
         # (reason, line) of reference failures no fallback could render: a probe failing the
         # same way at the same line is not retried (minijinja renders in a worker process,
         # and most templates refuse a few probes on both engines alike)
         self._futile: set[tuple[str, int | None]] = set()
-        self._tool_keys: dict[int, str] = {}
+        self._tool_keys: dict[int, int] = {}
+        self._tool_texts: dict[str, int] = {}
         self._pinned: list[Any] = []
         self.failures: dict[str, ProbeFailure] = {}
         self.fallback_used: dict[str, str] = {}
@@ -87,14 +88,16 @@ class Prober:
         # repeat render was skipped): such an analysis is not cached (ChatAutoparserError.transient)
         self.transient = False
 
-    def _tools_key(self, tools: Any) -> str:
-        # tools are large and shared between probes: key them by identity, once
-        tkey = self._tool_keys.get(id(tools))
-        if tkey is None:
-            tkey = json.dumps(tools, sort_keys=True, default=repr)
-            self._tool_keys[id(tools)] = tkey
-            self._pinned.append(tools)  # keep the id valid for the prober's lifetime
-        return tkey
+    def _tools_key(self, tools: Any) -> int:
+        """A number per distinct tools list: they are large and shared between probes, so they are
+        serialised once per list object (kept alive, so that its id stays its own)."""
+        number = self._tool_keys.get(id(tools))
+        if number is None:
+            text = json.dumps(tools, sort_keys=True, default=repr)
+            number = self._tool_texts.setdefault(text, len(self._tool_texts))
+            self._tool_keys[id(tools)] = number
+            self._pinned.append(tools)
+        return number
 
     def _read(self, tools: bool) -> frozenset[str] | None:
         """The names the template text rendered with (or without) tools may read; None: any."""
@@ -107,11 +110,12 @@ class Prober:
         return self._inputs[source]
 
     def _keys(self, messages: Sequence[dict[str, Any]], tools: Any, agp: bool, kwargs: dict[str, Any]
-              ) -> tuple[str, str]:
+              ) -> tuple[tuple, tuple]:
         """The input's key, and the key of what the template can see of it (variables it never
         names left out)."""
         head = json.dumps(messages, sort_keys=True, default=repr)
-        exact = f"{head}|{agp}|{json.dumps(kwargs, sort_keys=True, default=repr)}|{self._tools_key(tools)}"
+        options = json.dumps(kwargs, sort_keys=True, default=repr) if kwargs else ""
+        exact = (head, agp, options, self._tools_key(tools))
         read = self._read(tools is not None)
         if read is None:
             return exact, exact
@@ -120,7 +124,9 @@ class Prober:
         if tools is not None and "tools" not in read and self._one_source:
             tools = None
         seen = {k: v for k, v in kwargs.items() if k in read}
-        return exact, f"{head}|{agp}|{json.dumps(seen, sort_keys=True, default=repr)}|{self._tools_key(tools)}"
+        if len(seen) != len(kwargs):
+            options = json.dumps(seen, sort_keys=True, default=repr) if seen else ""
+        return exact, (head, agp, options, self._tools_key(tools))
 
     def render(self, probe: str, messages: Sequence[dict[str, Any]], *, tools: Sequence[Any] | None = None,
                add_generation_prompt: bool = False, record: bool = True, **kwargs: Any) -> str | None:
@@ -151,7 +157,7 @@ class Prober:
         return RenderLimitError(f"analysis took over {self.limits.analysis_timeout_s:g} s (analysis_timeout_s)",
                                 template=self.template.name, probe=probe)
 
-    def _answer(self, probe: str, key: str, shared: str, args: tuple) -> str | RenderError:
+    def _answer(self, probe: str, key: tuple, shared: tuple, args: tuple) -> str | RenderError:
         """The result for a new input: rendered, or the render of an input the template sees
         alike, recorded for ``probe`` as its own render would have been."""
         hit = self._shared.get(shared)
