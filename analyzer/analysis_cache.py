@@ -150,7 +150,7 @@ def disk_cache() -> DiskCache | None:
         from .corpus import cache_root
         folder = str(cache_root() / "analyses")
     else:
-        folder = str(Path(value).expanduser() / "analyses")
+        folder = os.path.abspath(Path(value).expanduser() / "analyses")
     disk = _DISKS.get(folder)
     if disk is None:
         disk = _DISKS[folder] = DiskCache(folder)

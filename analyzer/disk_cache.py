@@ -58,7 +58,8 @@ class DiskCache:
         """The entry stored under ``key``, or None (absent, unreadable, corrupt or foreign)."""
         path = self._path(key)
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            # no symlink followed, no wait on a FIFO: only a regular file is read
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         except OSError:
             return None
         try:

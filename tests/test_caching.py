@@ -212,3 +212,15 @@ def test_template_report_reads_the_cache(tmp_path: Path, monkeypatch: pytest.Mon
     analysis_cache.cache_clear()
     assert main(args) == 0 and (tmp_path / "r.json").read_text(encoding="utf-8") == first
     assert main([*args, "--no-cache"]) == 0 and (tmp_path / "r.json").read_text(encoding="utf-8") == first
+
+
+def test_disk_cache_reads_only_regular_files(tmp_path: Path) -> None:
+    import os
+    cache = DiskCache(tmp_path)
+    key = "ab" * 32
+    os.mkfifo(tmp_path / f"{key}.json")  # would block a plain open
+    assert cache.get(key) is None
+    os.unlink(tmp_path / f"{key}.json")
+    (tmp_path / "elsewhere.json").write_text('{"key": "%s", "value": {"x": 1}}' % key, encoding="utf-8")
+    os.symlink(tmp_path / "elsewhere.json", tmp_path / f"{key}.json")
+    assert cache.get(key) is None
