@@ -13,8 +13,8 @@ the name it was loaded under.
   otherwise (:func:`disk_cache_setting`). Entries are JSON written by ``TemplateAnalysis.to_dict``,
   checked field by field against the dataclasses before ``from_dict`` reads them (a corrupt
   or foreign entry is ignored); the disk key adds the package version, a hash of the
-  analyzer's own source and the versions of Python, jinja2 and minijinja. At most 256 MB, the
-  least recently used entries go first (:mod:`analyzer.disk_cache`).
+  analyzer's own source and the versions of Python, jinja2 and minijinja (:func:`code_version`).
+  At most 256 MB, the least recently used entries go first (:mod:`analyzer.disk_cache`).
 
 Errors are kept too when the template alone decides them (a syntax error, an analysis that
 finds no prompt), never when the machine had a say: a time limit, memory or the stack
@@ -98,18 +98,23 @@ def analysis_key(loaded: LoadedTemplate, *, engine: str, limits: RenderLimits) -
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """sha256 of the package version, the analyzer's source and the versions of Python, jinja2 and
-    minijinja: a disk entry written by other code is not found."""
-    from importlib import metadata
+    """sha256 of the package version, the analyzer's source, the Python version, jinja2's version
+    and minijinja's files (names, sizes, times): a disk entry written by other code is not found.
+    (``importlib.metadata`` would take 30 ms a process; this takes about 2.)"""
+    import importlib.util
+
+    import jinja2
 
     from . import __version__
     h = hashlib.sha256()
-    for dist in ("jinja2", "minijinja"):
-        try:
-            h.update(f"{dist}={metadata.version(dist)};".encode())
-        except metadata.PackageNotFoundError:
-            h.update(f"{dist}=none;".encode())
-    h.update(f"{__version__};{platform.python_implementation()};{platform.python_version()};".encode())
+    h.update(f"{__version__};{platform.python_implementation()};{platform.python_version()};"
+             f"jinja2={jinja2.__version__};".encode())
+    spec = importlib.util.find_spec("minijinja")
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        for path in sorted(Path(folder).iterdir()):
+            if path.is_file():
+                st = path.stat()
+                h.update(f"minijinja/{path.name}:{st.st_size}:{st.st_mtime_ns};".encode())
     for path in sorted(Path(__file__).parent.glob("*.py")):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
