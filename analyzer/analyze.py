@@ -130,7 +130,8 @@ def _analyze(loaded: LoadedTemplate, engine: str, limits: RenderLimits, deadline
     except RenderLimitError:
         raise  # the analysis' time budget, naming the probe
     except RenderError as e:  # a render that escaped the prober (should not happen)
-        return Outcome(AnalysisError(str(e), template=loaded.name), cacheable=not (e.transient or prober.transient))
+        # its message names the template: not kept for another name
+        return Outcome(AnalysisError(str(e), template=loaded.name), cacheable=False)
     except AnalysisError as e:
         unstable = prober.unstable_probe()
         if unstable:  # the probes disagreed because the template does: say so
