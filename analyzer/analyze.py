@@ -13,6 +13,7 @@ import hashlib
 import time
 from pathlib import Path
 
+from .analysis_cache import Outcome, cached_analysis
 from .caps import _info, probe_caps
 from .content import detect_content
 from .errors import AnalysisError, RenderError, RenderLimitError, TemplateError
@@ -74,7 +75,7 @@ def _variation_notes(prober: Prober, info: TemplateInfo | None) -> list[str]:
 
 
 def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "jinja2",
-                     limits: RenderLimits = DEFAULT_LIMITS) -> TemplateAnalysis:
+                     limits: RenderLimits = DEFAULT_LIMITS, cache: bool = True) -> TemplateAnalysis:
     """Analyze a chat template (a path, or a template loaded with :func:`analyzer.load_template`).
 
     Raises ``TemplateError`` for input that is not a usable template (missing file, bad JSON,
@@ -83,6 +84,10 @@ def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "ji
     probe when the analysis runs over ``limits.analysis_timeout_s``. A template whose renders
     vary (``random``, ``lipsum``, or found by rendering probes twice) is analysed, with a note.
 
+    Analyses are kept by content (:mod:`analyzer.analysis_cache`: in memory, and on disk when
+    ``AUTOPARSER_CACHE`` is set): the same template, engine and limits are analysed once.
+    ``cache=False`` analyses afresh and keeps nothing.
+
     Example::
 
         >>> analyze_template("templates/chatml-think.jinja").caps.supports_tools
@@ -90,10 +95,25 @@ def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "ji
     """
     deadline = time.monotonic() + limits.analysis_timeout_s
     loaded = template if isinstance(template, LoadedTemplate) else load_template(template)
+
+    def compute() -> Outcome:
+        return _analyze(loaded, engine, limits, deadline)
+
+    if cache:
+        return cached_analysis(loaded, engine=engine, limits=limits, compute=compute)
+    result = compute().result
+    if isinstance(result, TemplateAnalysis):
+        return result
+    raise result
+
+
+def _analyze(loaded: LoadedTemplate, engine: str, limits: RenderLimits, deadline: float) -> Outcome:
+    """The analysis, or the error it stopped with, and whether the template alone decided it;
+    raises ``RenderLimitError`` past the analysis' time budget."""
     for src in set(loaded.variants.values()):
         err = compile_error(src, loaded.name, engine, limits)
         if err is not None:
-            raise err
+            return Outcome(err, cacheable=not err.transient)
     prober = Prober(loaded, engine=engine, limits=limits, deadline=deadline)
     try:
         caps = probe_caps(prober)
@@ -110,16 +130,19 @@ def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "ji
     except RenderLimitError:
         raise  # the analysis' time budget, naming the probe
     except RenderError as e:  # a render that escaped the prober (should not happen)
-        raise AnalysisError(str(e), template=loaded.name) from None
+        # its message names the template: not kept for another name
+        return Outcome(AnalysisError(str(e), template=loaded.name), cacheable=False)
     except AnalysisError as e:
         unstable = prober.unstable_probe()
         if unstable:  # the probes disagreed because the template does: say so
-            raise AnalysisError(f"{e.reason} (the template renders differently each time: probe "
-                                f"{unstable!r} changed when rendered again)", template=e.template,
-                                probe=e.probe) from None
-        raise
+            return Outcome(AnalysisError(f"{e.reason} (the template renders differently each time: probe "
+                                         f"{unstable!r} changed when rendered again)", template=e.template,
+                                         probe=e.probe), cacheable=False)
+        return Outcome(e, cacheable=not prober.transient)
     header = _strip_reasoning_tail(turns.header, reasoning)
     notes = _variation_notes(prober, info)
+    # renders that vary may analyse differently next time; a time limit met may not be met again
+    cacheable = not notes and not prober.transient
     if loaded.tokens_are_stand_ins:
         notes.append("no tokenizer config: bos/eos stand-ins "
                      f"{loaded.special_tokens.get('bos_token')!r}, {loaded.special_tokens.get('eos_token')!r} were used")
@@ -141,14 +164,15 @@ def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "ji
                    supports_thinking_toggle=len(prompts) > 1 or len({m for _, m in modes}) > 1)
     settings = tuple(_setting(s, m, reasoning) for s, m in modes)
     sha = hashlib.sha256(loaded.source.encode("utf-8")).hexdigest()
-    return TemplateAnalysis(
+    return Outcome(TemplateAnalysis(
         template=loaded.name, sha256=sha, engine=engine, caps=caps, content_structure=cs,
         generation_prompt=turns.default.prompt, generation_prompt_thinking=thinking.prompt,
         assistant_start=header, end_of_turn=content.end_of_turn, final_suffix=content.final_suffix,
         message_prefix=content.prefix,
         thinking_settings=settings,
         probe_failures=prober.recorded_failures(), fallback_renders=prober.recorded_fallbacks(),
-        notes=tuple(notes), tool_call_structure=tool_structure, tokens_are_stand_ins=loaded.tokens_are_stand_ins)
+        notes=tuple(notes), tool_call_structure=tool_structure, tokens_are_stand_ins=loaded.tokens_are_stand_ins),
+        cacheable=cacheable)
 
 
 __all__ = ["analyze_template", "TemplateError", "AnalysisError"]

@@ -14,6 +14,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 from .markers import tokenize
@@ -31,6 +32,12 @@ def common_prefix_len(a: str, b: str, *, tokens: bool = False) -> int:
             else:
                 hi = mid - 1
         return lo
+    return _token_prefix_len(a, b)
+
+
+@lru_cache(maxsize=256)
+def _token_prefix_len(a: str, b: str) -> int:
+    # the analysis asks this of the same two long prompts once per tool-call probe
     ta, tb = tokenize(a), tokenize(b)
     size = 0
     for x, y in zip(ta, tb):

@@ -8,15 +8,24 @@ from __future__ import annotations
 
 
 class ChatAutoparserError(Exception):
-    """Base of every error this project raises on purpose."""
+    """Base of every error this project raises on purpose.
+
+    ``transient`` is true for an error that depends on the machine, not only on the input: a
+    time limit, memory or the stack running out. The same input may succeed next time, so such
+    an error (or an analysis that met one) is never cached.
+    """
+
+    transient: bool = False
 
 
 class TemplateError(ChatAutoparserError):
     """The template could not be loaded or compiled (missing file, bad JSON, syntax error)."""
 
-    def __init__(self, message: str, *, template: str | None = None, line: int | None = None):
+    def __init__(self, message: str, *, template: str | None = None, line: int | None = None,
+                 transient: bool = False):
         self.template = template
         self.line = line
+        self.transient = transient
         where = template or "<template>"
         if line is not None:
             where = f"{where}:{line}"
@@ -28,11 +37,12 @@ class RenderError(ChatAutoparserError):
     """Rendering failed at run time."""
 
     def __init__(self, message: str, *, template: str | None = None, probe: str | None = None,
-                 line: int | None = None):
+                 line: int | None = None, transient: bool = False):
         self.template = template
         self.probe = probe
         self.line = line
         self.reason = message
+        self.transient = transient
         parts = [template or "<template>"]
         if line is not None:
             parts[0] += f":{line}"
@@ -43,7 +53,8 @@ class RenderError(ChatAutoparserError):
     def with_probe(self, probe: str) -> "RenderError":
         """The same error, naming the probe that triggered it."""
         err = type(self).__new__(type(self))
-        RenderError.__init__(err, self.reason, template=self.template, probe=probe, line=self.line)
+        RenderError.__init__(err, self.reason, template=self.template, probe=probe, line=self.line,
+                             transient=self.transient)
         return err
 
 

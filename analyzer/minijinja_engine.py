@@ -196,7 +196,7 @@ def minijinja_compile_error(source: str, name: str, limits: RenderLimits = DEFAU
     except _WorkerGone as e:
         reason = (f"compiling took over {limits.compile_timeout_s:g} s (compile_timeout_s)" if e.reason == "late"
                   else e.reason)
-        return TemplateError(reason, template=name)
+        return TemplateError(reason, template=name, transient=True)
     if "error" in reply:
         return TemplateError(reply["message"], template=name, line=reply["line"])
     return None
@@ -242,7 +242,7 @@ class MiniJinjaRenderer:
                              timeout)
         except _WorkerGone as e:
             reason = f"render took over {timeout:g} s" if e.reason == "late" else e.reason
-            raise RenderLimitError(reason, template=name) from None
+            raise RenderLimitError(reason, template=name, transient=True) from None
         except ValueError as e:  # marshal: a value plain_data let through that marshal cannot carry
             raise RenderError(f"cannot pass the input to minijinja: {e}", template=name) from None
         if "ok" in reply:
@@ -252,5 +252,7 @@ class MiniJinjaRenderer:
             raise TemplateError(message, template=name, line=line)
         if kind == "fuel":
             raise RenderLimitError(f"out of fuel ({self.limits.fuel} instructions)", template=name, line=line)
+        if kind == "resource":  # memory or the stack ran out: the machine's limit, not the input's
+            raise RenderLimitError(message, template=name, line=line, transient=True)
         error = {"raised": TemplateRaised, "limit": RenderLimitError, "security": SecurityError}.get(kind, RenderError)
         raise error(message, template=name, line=line)

@@ -234,7 +234,7 @@ def _failure(e: BaseException) -> dict[str, Any]:
             return _error("security", f"sandbox refused: input values are read-only ({e.name!r} is not available)")
         return _error("error", f"AttributeError: {type(view._v).__name__!r} object has no attribute {e.name!r}")
     if isinstance(e, (MemoryError, RecursionError)):
-        return _error("limit", "out of memory" if isinstance(e, MemoryError) else "recursion too deep")
+        return _error("resource", "out of memory" if isinstance(e, MemoryError) else "recursion too deep")
     return _error("error", f"{type(e).__name__}: {e}")
 
 

@@ -167,13 +167,14 @@ def _compile_error(e: BaseException, limits: RenderLimits) -> TemplateError:
     if isinstance(e, TemplateSyntaxError):
         return TemplateError(f"Jinja syntax error: {e.message}", line=e.lineno)
     if isinstance(e, TimedOut):
-        return TemplateError(f"compiling took over {limits.compile_timeout_s:g} s (compile_timeout_s)")
-    if isinstance(e, RecursionError):  # the parser's or code generator's recursion
-        return TemplateError("template nests too deeply to compile")
+        return TemplateError(f"compiling took over {limits.compile_timeout_s:g} s (compile_timeout_s)",
+                             transient=True)
+    if isinstance(e, RecursionError):  # the parser's or code generator's recursion (the stack's depth)
+        return TemplateError("template nests too deeply to compile", transient=True)
     if isinstance(e, SyntaxError):  # Python's own limits on the generated code
         return TemplateError(f"template nests too deeply to compile ({e.msg})")
     if isinstance(e, MemoryError):
-        return TemplateError("out of memory while compiling")
+        return TemplateError("out of memory while compiling", transient=True)
     return TemplateError(f"cannot compile: {type(e).__name__}: {e}")
 
 
@@ -229,7 +230,7 @@ def compile_error(source: str, name: str, engine: str = "jinja2", limits: Render
     try:
         compile_template(source, "immutable", limits)
     except TemplateError as e:
-        return TemplateError(e.reason, template=name, line=e.line)
+        return TemplateError(e.reason, template=name, line=e.line, transient=e.transient)
     return None
 
 
@@ -266,7 +267,8 @@ class Jinja2Renderer:
             try:
                 compiled = compile_template(source, self.sandbox, self.limits)
             except TemplateError as e:
-                raise TemplateError(e.reason, template=self.template.name, line=e.line) from None
+                raise TemplateError(e.reason, template=self.template.name, line=e.line,
+                                    transient=e.transient) from None
             self._by_source[source] = compiled
         return compiled
 
@@ -316,15 +318,16 @@ class Jinja2Renderer:
             with metered(self.limits, known):
                 return run_with_deadline(generate, timeout)
         except TimedOut:
-            raise RenderLimitError(f"render took over {timeout:g} s", template=name) from None
+            raise RenderLimitError(f"render took over {timeout:g} s", template=name, transient=True) from None
         except RenderLimitError as e:
-            raise RenderLimitError(e.reason, template=name, line=_template_line(e.__traceback__)) from None
+            raise RenderLimitError(e.reason, template=name, line=_template_line(e.__traceback__),
+                                   transient=e.transient) from None
         except TemplateRaised as e:
             raise TemplateRaised(e.reason, template=name, line=_template_line(e.__traceback__)) from None
         except RecursionError:
-            raise RenderLimitError("recursion too deep", template=name) from None
+            raise RenderLimitError("recursion too deep", template=name, transient=True) from None
         except MemoryError:
-            raise RenderLimitError("out of memory", template=name) from None
+            raise RenderLimitError("out of memory", template=name, transient=True) from None
         except jinja2.exceptions.SecurityError as e:
             raise SecurityError(f"sandbox refused: {e}", template=name,
                                 line=_template_line(e.__traceback__)) from None

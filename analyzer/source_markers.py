@@ -23,6 +23,8 @@ Example::
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from jinja2 import nodes
 
 from .markers import is_marker, tokenize
@@ -60,9 +62,11 @@ def _texts(output: nodes.Output) -> list[str]:
 _GUARDS = {nodes.If: "test", nodes.For: "iter"}
 
 
+@lru_cache(maxsize=512)
 def call_branch_markers(source: str) -> tuple[str, ...]:
     """Every marker written in the template's tool-call blocks, in source order (unique).
-    An unparsable source has none (the analysis reports its errors elsewhere)."""
+    An unparsable source has none (the analysis reports its errors elsewhere). Read once per
+    source, as :func:`analyzer.template_info.template_info` is."""
     try:
         ast = parse_template(source)
     except Exception:  # noqa: BLE001 - any syntax error: nothing to read here

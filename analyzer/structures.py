@@ -18,7 +18,8 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from functools import lru_cache
+from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 
@@ -312,33 +313,50 @@ def to_plain(obj: Any) -> Any:
     return obj
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
+@lru_cache(maxsize=None)
 @typing.no_type_check
-def _convert(tp: Any, value: Any) -> Any:
+def _converter(tp: Any) -> Callable[[Any], Any]:
+    """The function that reads a plain value as type ``tp`` (None stays None), its decisions
+    made once per type."""
     origin = typing.get_origin(tp)
-    if tp is Any or value is None:
-        return value
+    if tp is Any:
+        return _same
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _convert(args[0], value) if len(args) == 1 else value
+        return _converter(args[0]) if len(args) == 1 else _same
     if origin is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_convert(args[0], v) for v in value)
-        return tuple(_convert(a, v) for a, v in zip(args, value))
+            item = _converter(args[0])
+            return lambda value: None if value is None else tuple(item(v) for v in value)
+        items = [_converter(a) for a in args]
+        return lambda value: None if value is None else tuple(c(v) for c, v in zip(items, value))
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return tp(value)
+        return lambda value: None if value is None else tp(value)
     if dataclasses.is_dataclass(tp):
-        return from_plain(tp, value)
-    return value
+        return lambda value: None if value is None else from_plain(tp, value)
+    return _same
+
+
+@lru_cache(maxsize=None)
+def field_types(cls: type) -> dict[str, Any]:
+    """The resolved type of each field of dataclass ``cls`` (``typing.get_type_hints``, once)."""
+    return typing.get_type_hints(cls)
+
+
+@lru_cache(maxsize=None)
+def _field_converters(cls: type) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+    hints = field_types(cls)
+    return tuple((f.name, _converter(hints[f.name])) for f in dataclasses.fields(cls))
 
 
 def from_plain(cls: type[T], data: dict[str, Any]) -> T:
     """Inverse of :func:`to_plain` for dataclass ``cls``; unknown keys are ignored."""
     if not isinstance(data, dict):
         raise TypeError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            kwargs[f.name] = _convert(hints[f.name], data[f.name])
+    kwargs = {name: convert(data[name]) for name, convert in _field_converters(cls) if name in data}
     return cls(**kwargs)

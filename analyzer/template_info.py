@@ -11,6 +11,8 @@ Example::
     ['enable_thinking', 'mode']
     >>> info.constants_for("mode")
     ('fast',)
+    >>> sorted(info.inputs)   # every name it loads: what its renders can depend on
+    ['enable_thinking', 'mode']
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ class TemplateInfo:
     compared: tuple[tuple[str, tuple[str | int, ...]], ...]  # variable -> constants it meets
     literals: tuple[str, ...]  # every string constant and text block in the source
     random_sources: tuple[str, ...] = ()  # the `random` filter, `lipsum()`: output that varies
+    # Every name the template loads anywhere, a superset of what it reads from its caller (a
+    # variable not in it cannot change a render); None when it may read any variable.
+    inputs: frozenset[str] | None = None
 
     def constants_for(self, name: str) -> tuple[str | int, ...]:
         return next((vals for var, vals in self.compared if var == name), ())
@@ -109,6 +114,23 @@ def _read_names(ast: nodes.Template, found: dict[type, list[nodes.Node]] | None 
     return frozenset((loaded - stored) | (defaulted & loaded))
 
 
+# Names that print or hand over the whole context (minijinja's ``debug()``), and statements that
+# pass it to another template: a template using one may read any variable.
+_CONTEXT_NAMES = frozenset({"debug"})
+_CONTEXT_NODES = (nodes.ContextReference, nodes.DerivedContextReference, nodes.Include, nodes.Import,
+                  nodes.FromImport, nodes.Extends, nodes.OverlayScope)
+
+
+def _inputs(found: dict[type, list[nodes.Node]]) -> frozenset[str] | None:
+    """Every name loaded anywhere (a name also set is still counted), or None when the template
+    may read any variable."""
+    names = {n.name for n in _all(found, nodes.Name) if n.ctx == "load"}
+    names |= {n.name for n in _all(found, nodes.NSRef)}
+    if names & _CONTEXT_NAMES or any(_all(found, kind) for kind in _CONTEXT_NODES):
+        return None
+    return frozenset(names)
+
+
 @lru_cache(maxsize=512)
 def template_info(source: str) -> TemplateInfo:
     """Undeclared variables, compared constants and literal strings of ``source``."""
@@ -146,4 +168,4 @@ def template_info(source: str) -> TemplateInfo:
                             | {"lipsum" for n in _all(found, nodes.Name) if n.name == "lipsum" and n.ctx == "load"})
     return TemplateInfo(variables=variables,
                         compared=tuple((k, tuple(v)) for k, v in sorted(compared.items())),
-                        literals=tuple(literals), random_sources=tuple(random_sources))
+                        literals=tuple(literals), random_sources=tuple(random_sources), inputs=_inputs(found))

@@ -52,11 +52,17 @@ class _Watchdog:
 
     def arm(self, timeout_s: float) -> int:
         token = next(self._tokens)
+        deadline = time.monotonic() + timeout_s
         with self._cond:
             self._ensure_thread()
             self._armed[token] = threading.get_ident()
-            heapq.heappush(self._heap, (time.monotonic() + timeout_s, token))
-            self._cond.notify()
+            # The thread sleeps until the earliest deadline in the heap (or for good when it is
+            # empty); it wakes then and finds this one. Waking it for every render would hand it
+            # the GIL once a render.
+            wake = not self._heap or deadline < self._heap[0][0]
+            heapq.heappush(self._heap, (deadline, token))
+            if wake:
+                self._cond.notify()
         return token
 
     def disarm(self, token: int) -> bool:

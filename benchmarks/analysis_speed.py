@@ -1,30 +1,58 @@
-"""Analysis and generation time per template over the corpus, with jinja2 and with minijinja.
+"""Analysis and generation time per template over the corpus, with jinja2 and with minijinja:
+cold, from the analysis cache, and against llama.cpp's C++ auto-parser.
 
 Run by hand::
 
     python benchmarks/analysis_speed.py [--corpus DIR] [--engines jinja2,minijinja] [--limit N]
+                                        [--llama-cpp BINARY]
 
-Every template is analysed cold: the compile and parse caches are emptied first, so each time
-includes loading the file, compiling the template and every probe render. Per template it
-records
+Every template is analysed cold: the compile, parse and analysis caches are emptied first (the
+disk cache is off, as it is for the library by default), so each time includes loading the
+file, compiling the template and every probe render. Per template it records
 
 * Phase 1: loading, compiling, capability probing, turn markers, reasoning and content
   (everything but the tool-call analysis);
 * the whole analysis (Phase 1 + Phase 2, the tool-call structure);
 * generation: ``generate_parser`` without tools and, where the template supports tools, with a
-  two-tool request (parser, GBNF grammar, triggers).
+  two-tool request (parser, GBNF grammar, triggers);
+* the CPU time of analysis + generation (``time.process_time``: steadier than wall time on a
+  busy machine; for minijinja it leaves out the worker process' renders);
 
-and prints a Markdown table of median / p95 / max per engine. For minijinja it also gives the
+then the cached path, with the disk cache in a temporary folder: ``analyze_template(path)``
+again in the same process (the memory cache), and with the memory cache emptied, as a process
+that has not analysed it finds it (the disk cache), each alone and with generation. What a
+process pays once, at its first disk lookup (hashing the analyzer's source, resolving the
+analysis' field types), is measured apart.
+
+It prints a Markdown table of median / p95 / max per engine. For minijinja it also gives the
 figures over the templates whose minijinja analysis equals the jinja2 one (where minijinja
 renders the probes identically), and counts the others.
+
+``--llama-cpp BINARY`` compares with llama.cpp's auto-parser on the same templates. BINARY is a
+small harness built against llama.cpp's ``common`` library (not part of this repository): it
+reads template paths on stdin, one per line, and answers each at once with
+``wall_ms<TAB>cpu_ms<TAB>analysis_wall_ms<TAB>status<TAB>path``, after timing, cold, what
+llama.cpp does to load a template (``common_chat_template``: parse and capabilities),
+``autoparser::analyze_template`` and ``peg_generator::generate_parser`` without tools and, where
+the template supports tools, with the same two-tool request. Its runs alternate with ours,
+template by template, so both see the same load on the machine. To build one: take llama.cpp
+from the llama-cpp-python 0.3.36 sdist (``pip download --no-binary :all: --no-deps
+llama-cpp-python==0.3.36``, ``vendor/llama.cpp``), write a ``main.cpp`` doing the above, and a
+``CMakeLists.txt`` that ``add_subdirectory``\ s llama.cpp (``LLAMA_BUILD_COMMON=ON``, tests,
+tools, examples, server and ``LLAMA_OPENSSL`` off) and links the executable to ``llama-common``;
+``cmake -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build --target <name>`` (about ten
+minutes on two cores).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -33,7 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import analyzer.analyze as analyze_module  # noqa: E402
-from analyzer import analyze_template, load_template  # noqa: E402
+from analyzer import analysis_cache, analyze_template, load_template  # noqa: E402
 from analyzer.corpus import corpus_dir, corpus_entries  # noqa: E402
 from analyzer.errors import AnalysisError, TemplateError  # noqa: E402
 from generator import generate_parser  # noqa: E402
@@ -88,20 +116,90 @@ def measure(path: Path, engine: str) -> dict[str, Any]:
     """Times (ms) of one cold analysis + generation, or the error that stopped it."""
     clear_caches()
     gc.collect()
-    with PhaseTimer() as timer:
-        t0 = time.perf_counter()
+    with analysis_cache.disk_cache_setting("off"), PhaseTimer() as timer:
+        c0, t0 = time.process_time(), time.perf_counter()
         try:
             analysis = analyze_template(load_template(path), engine=engine)
         except (TemplateError, AnalysisError) as e:
             return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"}
         t1 = time.perf_counter()
+    generate(analysis)
+    t2, c2 = time.perf_counter(), time.process_time()
+    analysis_ms = (t1 - t0) * 1000
+    return {"phase1": analysis_ms - timer.phase2 * 1000, "analysis": analysis_ms,
+            "generation": (t2 - t1) * 1000, "total": (t2 - t0) * 1000, "cpu": (c2 - c0) * 1000,
+            "result": _comparable(analysis)}
+
+
+def generate(analysis: Any) -> None:
+    """What a server does with an analysis: a parser without tools, and one for a tool request."""
     generate_parser(analysis)
     if analysis.caps.supports_tools:
         generate_parser(analysis, tools=TOOLS)
-    t2 = time.perf_counter()
-    analysis_ms = (t1 - t0) * 1000
-    return {"phase1": analysis_ms - timer.phase2 * 1000, "analysis": analysis_ms,
-            "generation": (t2 - t1) * 1000, "total": (t2 - t0) * 1000, "result": _comparable(analysis)}
+
+
+def measure_cached(path: Path, engine: str, folder: str) -> dict[str, float]:
+    """Times (ms) of analysing ``path`` again: from the disk cache in ``folder`` in a fresh state,
+    then from memory; each alone and with generation. Empty when the analysis is not kept."""
+    out: dict[str, float] = {}
+    with analysis_cache.disk_cache_setting(folder):
+        analysis_cache.cache_clear()
+        try:
+            analyze_template(path, engine=engine)  # computes and keeps it (untimed)
+        except (TemplateError, AnalysisError):
+            return out
+        for label in ("disk", "memory"):
+            if label == "disk":  # a process that has not analysed it (its other caches play no part)
+                analysis_cache.cache_clear()
+            gc.collect()
+            t0 = time.perf_counter()
+            analysis = analyze_template(path, engine=engine)
+            t1 = time.perf_counter()
+            generate(analysis)
+            t2 = time.perf_counter()
+            out[label], out[f"{label}+generation"] = (t1 - t0) * 1000, (t2 - t0) * 1000
+    return out
+
+
+def first_lookup(entries: list[Any], engine: str) -> float:
+    """What a process pays once at its first disk lookup (ms): the first hit less the next one."""
+    with tempfile.TemporaryDirectory(prefix="analysis-speed-") as folder, analysis_cache.disk_cache_setting(folder):
+        for e in entries:
+            try:
+                analyze_template(e.path, engine=engine)
+            except (TemplateError, AnalysisError):
+                continue
+            clear_caches()  # every per-process cache: as a new process
+            t0 = time.perf_counter()
+            analyze_template(e.path, engine=engine)
+            t1 = time.perf_counter()
+            analysis_cache.cache_clear()  # the analysis only: the next hit is a steady one
+            analyze_template(e.path, engine=engine)
+            t2 = time.perf_counter()
+            return ((t1 - t0) - (t2 - t1)) * 1000
+    return 0.0
+
+
+class LlamaCpp:
+    """llama.cpp's auto-parser, timed by an external harness answering one template per line."""
+
+    def __init__(self, binary: str) -> None:
+        self.proc = subprocess.Popen([binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, bufsize=1)
+
+    def measure(self, path: Path) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{path}\n")
+        self.proc.stdin.flush()
+        wall, cpu, analysis, status, _ = self.proc.stdout.readline().rstrip("\n").split("\t", 4)
+        if status != "ok":
+            return {"error": status}
+        return {"total": float(wall), "cpu": float(cpu), "analysis": float(analysis)}
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=30)
 
 
 def _comparable(analysis: Any) -> dict[str, Any]:
@@ -129,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, default=None, help="corpus folder (default: as the tests find it)")
     ap.add_argument("--engines", default="jinja2,minijinja")
     ap.add_argument("--limit", type=int, default=0, help="only the first N templates")
+    ap.add_argument("--llama-cpp", metavar="BINARY", help="also time llama.cpp's auto-parser with this harness "
+                    "(see the module's docstring)")
     args = ap.parse_args(argv)
     root = args.corpus or corpus_dir()
     entries = corpus_entries(root)
@@ -136,13 +236,28 @@ def main(argv: list[str] | None = None) -> int:
         entries = entries[:args.limit]
     engines = [e for e in args.engines.split(",") if e]
     results: dict[str, dict[str, dict[str, Any]]] = {}
+    cached: dict[str, dict[str, dict[str, float]]] = {}
+    llama: dict[str, dict[str, dict[str, Any]]] = {}
     wall: dict[str, float] = {}
-    for engine in engines:
-        t = time.perf_counter()
-        results[engine] = {e.name: measure(e.path, engine) for e in entries}
-        wall[engine] = time.perf_counter() - t
+    harness = LlamaCpp(args.llama_cpp) if args.llama_cpp else None
+    with tempfile.TemporaryDirectory(prefix="analysis-speed-") as folder:
+        for engine in engines:
+            t = time.perf_counter()
+            results[engine], cached[engine], llama[engine] = {}, {}, {}
+            for e in entries:
+                results[engine][e.name] = measure(e.path, engine)
+                if harness is not None:  # alternating: both sides see the same load on the machine
+                    llama[engine][e.name] = harness.measure(e.path)
+            wall[engine] = time.perf_counter() - t
+            for e in entries:
+                if "error" not in results[engine][e.name]:
+                    cached[engine][e.name] = measure_cached(e.path, engine, os.path.join(folder, engine))
+    if harness is not None:
+        harness.close()
+    once = first_lookup(entries, engines[0])
     print(f"# Analysis + generation time per template ({len(entries)} templates of {root})\n")
-    print("Cold: caches emptied before each template; times in ms.\n")
+    print(f"Cold: caches emptied before each template; times in ms. A process' first disk-cache lookup "
+          f"also pays {once:.1f} ms once (hashing the analyzer's source, resolving the analysis' types).\n")
     for engine in engines:
         done = {k: v for k, v in results[engine].items() if "error" not in v}
         errors = len(results[engine]) - len(done)
@@ -150,20 +265,46 @@ def main(argv: list[str] | None = None) -> int:
               f"{wall[engine]:.1f} s in all ({len(results[engine]) / wall[engine]:.0f} templates/s)\n")
         print("| measure | n | median | p95 | max |\n|---|---:|---:|---:|---:|")
         for key, label in (("phase1", "Phase 1 (incl. load + compile)"), ("analysis", "analysis (both phases)"),
-                           ("generation", "generation"), ("total", "analysis + generation")):
+                           ("generation", "generation"), ("total", "analysis + generation"),
+                           ("cpu", "analysis + generation, CPU time")):
             print(row(label, [v[key] for v in done.values()]))
         if engine != "jinja2" and "jinja2" in results:
             ref = results["jinja2"]
             same = [k for k, v in done.items() if "error" not in ref[k] and ref[k]["result"] == v["result"]]
             print(row(f"analysis + generation, where the analysis equals jinja2's ({len(same)})",
                       [done[k]["total"] for k in same]))
+        kept = [v for v in cached[engine].values() if v]
+        for key, label in (("memory", "again, from memory: analysis"),
+                           ("memory+generation", "again, from memory: analysis + generation"),
+                           ("disk", "new process, from disk: analysis"),
+                           ("disk+generation", "new process, from disk: analysis + generation")):
+            print(row(label, [v[key] for v in kept]))
+        if engine != "jinja2" and "jinja2" in results:
             differ = sorted(k for k in done if k not in same)
             if differ:
                 print(f"\n{len(differ)} analysed templates differ from jinja2's analysis, e.g. "
                       + ", ".join(differ[:5]))
+        if harness is not None:
+            print_llama(done, llama[engine])
         slow = sorted(done.items(), key=lambda kv: -kv[1]["total"])[:5]
         print("\nslowest: " + ", ".join(f"{k} ({v['total']:.0f} ms)" for k, v in slow) + "\n")
     return 0
+
+
+def print_llama(ours: dict[str, dict[str, Any]], theirs: dict[str, dict[str, Any]]) -> None:
+    """llama.cpp's figures on the templates both analyse, ours beside them, and the ratios."""
+    both = [k for k in ours if "error" not in theirs.get(k, {"error": ""})]
+    failed = sum("error" in v for v in theirs.values())
+    print(f"\nAgainst llama.cpp's auto-parser, alternating template by template ({len(both)} templates both "
+          f"analyse; llama.cpp fails on {failed}):\n")
+    print("| measure | n | median | p95 | max |\n|---|---:|---:|---:|---:|")
+    for key, label in (("total", "analysis + generation"), ("cpu", "analysis + generation, CPU time")):
+        mine, its = [ours[k][key] for k in both], [theirs[k][key] for k in both]
+        print(row(f"llama.cpp: {label}", its))
+        print(row(f"ours: {label}", mine))
+        if its and mine:
+            print(f"| ours / llama.cpp: {label} | {len(both)} | {statistics.median(mine) / statistics.median(its):.2f}x "
+                  f"| {percentile(mine, 0.95) / percentile(its, 0.95):.2f}x | {max(mine) / max(its):.2f}x |")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from analyzer import analyze_template  # noqa: E402
 from analyzer.errors import ChatAutoparserError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+# no test reads or writes the user's analysis cache (template-report turns it on by default)
+os.environ["AUTOPARSER_CACHE"] = "off"
 _ANALYSES: dict[str, object] = {}
 _FIXED_POINTS: dict[str, dict] = {}
 

@@ -26,7 +26,9 @@ output is not what a model would write (calls that break the tool schema, text t
 drops) are not checked.
 
 Templates run ``--jobs`` at a time in worker processes, each under ``--timeout`` (SIGALRM in the
-worker; a worker stuck in C code past half as long again plus 10 s is killed).
+worker; a worker stuck in C code past half as long again plus 10 s is killed). Analyses are kept
+on disk between runs (``$AUTOPARSER_CACHE``, else the user cache; ``--no-cache``: none), so a
+second run over unchanged templates and code renders no probe (:mod:`analyzer.analysis_cache`).
 
 Exit codes: 0 as good as the baseline (or no baseline), 1 regressions, 2 bad input.
 
@@ -55,6 +57,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from analyzer import analysis_cache
 from analyzer.corpus import MANIFEST_NAME, CorpusError, read_manifest
 from analyzer.errors import ChatAutoparserError
 from analyzer.markers import visible
@@ -1066,6 +1069,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per template (default 60; 0: none)")
     p.add_argument("--no-timings", action="store_true", help="leave the 'timings' object out of the JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary line")
+    p.add_argument("--no-cache", action="store_true", help="analyse every template afresh (analyses are kept on "
+                   "disk by default: $AUTOPARSER_CACHE, else the user cache)")
     return p
 
 
@@ -1105,7 +1110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INPUT
     show = not args.quiet and sys.stderr.isatty()
     t0 = time.perf_counter()
-    results = _run_with_progress(entries, max(1, args.jobs), args.timeout, show)
+    cache = "off" if args.no_cache else os.environ.get(analysis_cache.ENV_VAR) or "on"
+    with analysis_cache.disk_cache_setting(cache):  # forked workers keep it
+        results = _run_with_progress(entries, max(1, args.jobs), args.timeout, show)
     report = build_report(results, wall_s=time.perf_counter() - t0, jobs=max(1, args.jobs), timeout_s=args.timeout)
     cmp = compare(baseline, report) if baseline is not None else None
     if cmp is not None:
