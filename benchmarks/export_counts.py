@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-FORMATS = ("hf", "structural-tag", "edgellm", "gbnf", "lark")
+FORMATS = ("hf", "hf-stream", "structural-tag", "edgellm", "gbnf", "lark")
 
 
 def check_template(path: str) -> dict[str, Any]:

@@ -15,21 +15,54 @@ from analyzer.errors import ChatAutoparserError
 from generator.export import NotExpressible, edgellm
 from generator.verify.exports import verify_exports
 
+NEXT_OPENER = ("calls with no closer of their own end where the next call opens (a lookahead); transformers' "
+               "streaming does not end a region at a lookahead, so the next call runs into the arguments")
+AFTER_STOP = ("the rendered output goes on after the turn's stop marker (the template's final suffix); transformers' "
+              "streaming closes content at the stop marker before the longer closer can match and reads the rest "
+              "as content (a server stops at the stop marker)")
+
 KNOWN: dict[str, dict[str, str]] = {
     "llama.cpp/Reka-Edge.jinja": {
         "structural-tag": "the template writes arguments with \\uXXXX escapes; llguidance's JSON strings refuse them"},
     "extra/RekaAI-reka-edge-2603.jinja": {
         "structural-tag": "the template writes arguments with \\uXXXX escapes; llguidance's JSON strings refuse them"},
     "extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-vllm_tool_llama4_json.jinja": {
-        "hf": "parallel calls: the json parser gets an empty region (calls with no opener or closer of their own)"},
+        "hf": "parallel calls: the json parser gets an empty region (calls with no opener or closer of their own)",
+        "hf-stream": "the same as whole (hf)"},
     "extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-axolotl.jinja": {
-        "hf": "parallel calls: the json parser gets an empty region (calls with no opener or closer of their own)"},
+        "hf": "parallel calls: the json parser gets an empty region (calls with no opener or closer of their own)",
+        "hf-stream": "the same as whole (hf)"},
     "extra/microsoft-Phi-4-mini-instruct-vllm_tool_phi4_mini.jinja": {
-        "hf": "parallel calls separated by a comma inside one section: the json parser reads two objects as one"},
+        "hf": "parallel calls separated by a comma inside one section: the json parser reads two objects as one",
+        "hf-stream": "the same as whole (hf)"},
     "extra/inclusionAI-SingGuard-2b.jinja": {
-        "hf": "content before a call is dropped by parse_response (the content region ends where the call opens)"},
+        "hf": "content before a call is dropped by parse_response (the content region ends where the call opens)",
+        "hf-stream": "the same as whole (hf)"},
     "extra/meituan-longcat-LongCat-2.0.jinja": {
-        "hf": "the start anchor is not found in the prefix, so the prompt's text becomes content"},
+        "hf": "the start anchor is not found in the prefix, so the prompt's text becomes content",
+        "hf-stream": "the same as whole (hf)"},
+    "llama.cpp/Mistral-Small-3.2-24B-Instruct-2506.jinja": {"hf-stream": NEXT_OPENER},
+    "llama.cpp/meetkai-functionary-medium-v3.2.jinja": {"hf-stream": NEXT_OPENER},
+    "llama.cpp/mistralai-Ministral-3-14B-Reasoning-2512.jinja": {"hf-stream": NEXT_OPENER},
+    "llama.cpp/unsloth-mistral-Devstral-Small-2507.jinja": {"hf-stream": NEXT_OPENER},
+    "extra/ArmGPT-ArmenianGPT-1.0-3B.jinja": {"hf-stream": NEXT_OPENER},
+    "extra/mistralai-Devstral-2-123B-Instruct-2512.jinja": {"hf-stream": NEXT_OPENER},
+    "extra/mistralai-Devstral-Small-2-24B-Instruct-2512.jinja": {"hf-stream": NEXT_OPENER},
+    "extra/mistralai-Leanstral-1.5-119B-A6B.jinja": {"hf-stream": NEXT_OPENER},
+    "extra/mistralai-Ministral-3-14B-Instruct-2512.jinja": {"hf-stream": NEXT_OPENER},
+    "extra/mistralai-Ministral-3-3B-Instruct-2512.jinja": {"hf-stream": NEXT_OPENER},
+    "extra/mistralai-Ministral-3-3B-Reasoning-2512.jinja": {"hf-stream": NEXT_OPENER},
+    "extra/mistralai-Ministral-3-8B-Instruct-2512.jinja": {"hf-stream": NEXT_OPENER},
+    "extra/mistralai-Mistral-Large-3-675B-Instruct-2512.jinja": {"hf-stream": NEXT_OPENER},
+    "extra/mistralai-Mistral-Medium-3.5-128B.jinja": {"hf-stream": NEXT_OPENER},
+    "extra/mistralai-Mistral-Small-4-119B-2603.jinja": {"hf-stream": NEXT_OPENER},
+    "extra/deepseek-ai-deepseek-vl2-small.jinja": {"hf-stream": AFTER_STOP},
+    "extra/microsoft-wavecoder-ultra-6.7b.jinja": {"hf-stream": AFTER_STOP},
+    "extra/MiniMaxAI-MiniMax-VL-01.jinja": {"hf-stream": AFTER_STOP},
+    "extra/NousResearch-Meta-Llama-3.1-8B-Instruct.jinja": {"hf-stream": AFTER_STOP},
+    "extra/Salesforce-xgen-small-4B-base-r.jinja": {"hf-stream": AFTER_STOP},
+    "extra/winninghealth-WiNGPT2-Llama-3-8B-Chat.jinja": {"hf-stream": AFTER_STOP},
+    "extra/CohereLabs-c4ai-command-a-03-2025-axolotl.jinja": {"hf-stream": AFTER_STOP},
 }
 
 

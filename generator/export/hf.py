@@ -177,7 +177,7 @@ def _call_transform(paths: Mapping[str, tuple[str, ...]], root: str) -> dict[str
     return out
 
 
-def _json_tool_field(ts: ToolCallStructure, analysis: TemplateAnalysis) -> dict[str, Any]:
+def _json_tool_field(ts: ToolCallStructure, analysis: TemplateAnalysis, leave: bool = False) -> dict[str, Any]:
     pre, post = json_frame(ts) or ("", "")
     paths = _json_call_paths(ts, analysis)
     start, end = json_section_markers(ts)
@@ -199,11 +199,11 @@ def _json_tool_field(ts: ToolCallStructure, analysis: TemplateAnalysis) -> dict[
     if start.strip():
         opener = rf"(?:{lit_regex(start.strip())}\s*)?" + opener
     field = {"open_pattern": opener, "content": "json", "repeats": True, "transform": _call_transform(paths, "content")}
-    section_end = rf"(?:\s*{lit_regex(end.strip())})?" if end.strip() else ""
+    section_end = rf"(?:\s*{lit_regex(end.strip())})?" if end.strip() and not leave else ""
     if post.strip():
         field["close_pattern"] = lit_regex(post.strip()) + section_end
     else:  # the object ends at a brace followed by the next call, the section's or the turn's end
-        stops = [re.escape(x) for x in _stops(analysis)]
+        stops = [re.escape(x) for x in _stops(analysis)] + ([lit_regex(end.strip())] if end.strip() and leave else [])
         field["close_pattern"] = r"(?<=\})" + section_end + _ahead(*(rf"\s*{x}" for x in [bare] + stops))
     return field
 
@@ -232,7 +232,8 @@ def _value_parser(ts: ToolCallStructure, analysis: TemplateAnalysis) -> dict[str
     return None  # raw text, typed by the tools' schemas (parse_response's tools=)
 
 
-def _framed_tool_field(ts: ToolCallStructure, analysis: TemplateAnalysis, names: Sequence[str]) -> dict[str, Any]:
+def _framed_tool_field(ts: ToolCallStructure, analysis: TemplateAnalysis, names: Sequence[str],
+                       leave: bool = False) -> dict[str, Any]:
     frame = call_frame(ts, FMT, analysis.template)
     opener_v = _Opener(names, any(p.kind == "name" for p in ts.call_parts))
     opener = "".join(walk(frame.before, opener_v)).removeprefix(r"\s*")
@@ -259,7 +260,8 @@ def _framed_tool_field(ts: ToolCallStructure, analysis: TemplateAnalysis, names:
         raise _fail(f"the arguments are written as {ts.args_format.kind}, not JSON", analysis)
     sep = ts.call_separator.strip()
     closer = lit_regex(frame.closer.strip())
-    extra = "".join(rf"(?:\s*{lit_regex(x)})?" for x in (sep, end) if x and not closer.endswith(lit_regex(x)))
+    extra = "".join(rf"(?:\s*{lit_regex(x)})?" for x in (sep, end) if x and not closer.endswith(lit_regex(x))
+                    and not leave)
     if closer:
         field["close_pattern"] = closer + extra
     else:  # the arguments run to the next call's opener, the section's end or the turn's end
@@ -273,13 +275,24 @@ def _framed_tool_field(ts: ToolCallStructure, analysis: TemplateAnalysis, names:
     return field
 
 
-def tool_calls_field(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """The ``tool_calls`` field (NotExpressible when the format cannot say it)."""
+def tool_calls_field(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]] | None = None, *,
+                     leave: bool = False) -> dict[str, Any]:
+    """The ``tool_calls`` field (NotExpressible when the format cannot say it). ``leave``: the
+    markers that may follow a call (:func:`after_calls`) are left to another field: a closer
+    pattern that ends in an optional marker is decided by transformers' streaming before the
+    marker arrives, which then stays as text."""
     ts = analysis.tool_call_structure
     call_frame(ts, FMT, analysis.template)  # the common refusals (no calls, Python syntax, ...)
     if json_calls(ts):
-        return _json_tool_field(ts, analysis)
-    return _framed_tool_field(ts, analysis, tool_names(tools))
+        return _json_tool_field(ts, analysis, leave)
+    return _framed_tool_field(ts, analysis, tool_names(tools), leave)
+
+
+def after_calls(ts: ToolCallStructure) -> list[str]:
+    """The markers that may follow a call's own closer: the separator between calls and the end
+    of the section."""
+    end = json_section_markers(ts)[1] if json_calls(ts) else ts.tool_section_end
+    return [x.strip() for x in (ts.call_separator, end) if x.strip()]
 
 
 # --------------------------------------------------------------------------- the template
@@ -309,8 +322,9 @@ def response_template(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str
     if rs and re_:  # (reasoning cut off by the turn's end ends there)
         fields["reasoning_content"] = {"open": rs, "close": [re_] + [x for x in stops if x != re_], **TEXT}
     ts = analysis.tool_call_structure
+    leftover = not cs.content_start.strip()  # content is the text no other field reads
     if with_tools and ts.supports_tools and ts.call_parts:
-        fields["tool_calls"] = tool_calls_field(analysis, tools)
+        fields["tool_calls"] = tool_calls_field(analysis, tools, leave=leftover)
     if cs.content_mode == ContentMode.WRAPPED_WITH_REASONING:
         raise _fail("content is wrapped only when reasoning is written: two forms of one field", analysis)
     if cs.content_start.strip():
@@ -323,9 +337,11 @@ def response_template(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str
             ends = calls + [re.escape(x) for x in stops]
             if ends or opener:
                 content["close_pattern"] = "|".join(ends + ([f"(?={_uncaptured(opener)})"] if opener else []))
-    else:  # the leftover text; pieces around calls are joined; a stray reasoning end is not text
+    else:  # the leftover text; pieces around calls are joined; a stray reasoning end is not text, nor the
+        # markers after a call (they close an empty piece)
         content = {**TEXT, "repeats": True, "join": ""}
-        closers = stops + ([re_] if re_ and re_ not in stops else [])
+        after = after_calls(ts) if "tool_calls" in fields else []
+        closers = list(dict.fromkeys(stops + ([re_] if re_ and re_ not in stops else []) + after))
         if closers:
             content["close"] = closers
     fields["content"] = content

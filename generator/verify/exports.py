@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from analyzer.markers import is_marker, tokenize
 from analyzer.structures import TemplateAnalysis
 
 from ..export import NotExpressible, export
@@ -78,29 +79,52 @@ def hf_parse(template: Mapping[str, Any], text: str, prompt: str, tools: Any) ->
     return parse_response(text, dict(template), prefix=prompt, tools=tools)
 
 
-def verify_hf(analysis: TemplateAnalysis, fixed: Mapping[str, FixedPoint]) -> ExportVerdict:
-    """Our response template, read by transformers, against our parser on the fixed point."""
+def token_chunks(text: str, n: int = 4) -> list[str]:
+    """``text`` as a server streams it: markers (special tokens) whole, the text between them in
+    ``n``-character chunks."""
+    out: list[str] = []
+    for tok in tokenize(text):
+        out += [tok] if is_marker(tok) else [tok[i:i + n] for i in range(0, len(tok), n)]
+    return out
+
+
+def hf_stream(template: Mapping[str, Any], text: str, prompt: str, tools: Any) -> dict[str, Any]:
+    """transformers' ``ResponseParser`` fed ``text`` after ``prompt`` as a server streams it."""
+    from transformers.utils.chat_parsing.response_parser import ResponseParser
+    p = ResponseParser(dict(template), prefix=prompt, tools=tools)
+    for chunk in token_chunks(text):
+        p.feed(chunk)
+    return p.finalize()[0]
+
+
+def verify_hf(analysis: TemplateAnalysis, fixed: Mapping[str, FixedPoint], *, streamed: bool = False
+              ) -> ExportVerdict:
+    """Our response template, read by transformers, against our parser on the fixed point:
+    whole (``parse_response``), or ``streamed`` (``ResponseParser``: markers whole, the text
+    between them in 4-character chunks; verdict ``hf-stream``)."""
+    fmt, read, how = ("hf-stream", hf_stream, "ResponseParser streaming") if streamed else \
+        ("hf", hf_parse, "parse_response")
     cases = _passing(fixed)
     try:
         template = export(analysis, "hf", tools=RT_TOOLS)
     except NotExpressible as e:
-        return ExportVerdict("hf", "not_expressible", e.reason)
+        return ExportVerdict(fmt, "not_expressible", e.reason)
     if not cases:
-        return ExportVerdict("hf", "nothing", "no rendered output passes the fixed point")
+        return ExportVerdict(fmt, "nothing", "no rendered output passes the fixed point")
     captures_ids = "id" in json.dumps(template.get("fields", {}).get("tool_calls", {}).get("transform", {}))
     details = []
     for name, r in cases:
         tools = RT_TOOLS if r.with_tools else None
         try:
-            theirs = hf_parse(template, r.generated, r.prompt, tools)
+            theirs = read(template, r.generated, r.prompt, tools)
         except Exception as e:  # noqa: BLE001 - transformers raises ValueError/KeyError on what it cannot read
-            details.append(f"{name}: parse_response raised {type(e).__name__}: {e}")
+            details.append(f"{name}: {how} raised {type(e).__name__}: {e}")
             continue
         ours, got = comparable(r.parsed, captures_ids), comparable(theirs, captures_ids)
         if ours != got:
             details.append(f"{name}: ours {ours} != transformers {got}")
     status = "failing" if details else "verified"
-    return ExportVerdict("hf", status, details[0] if details else "", len(cases), details)
+    return ExportVerdict(fmt, status, details[0] if details else "", len(cases), details)
 
 
 # --------------------------------------------------------------------------- structural tags
@@ -216,6 +240,7 @@ def verify_grammar(analysis: TemplateAnalysis, fixed: Mapping[str, FixedPoint], 
 def verify_exports(template: Any, analysis: TemplateAnalysis, fixed: Mapping[str, FixedPoint]
                    ) -> dict[str, ExportVerdict]:
     """Every format's verdict for one template (``fixed``: its fixed points, every scenario)."""
-    return {"hf": verify_hf(analysis, fixed), "structural-tag": verify_structural_tag(analysis, fixed),
+    return {"hf": verify_hf(analysis, fixed), "hf-stream": verify_hf(analysis, fixed, streamed=True),
+            "structural-tag": verify_structural_tag(analysis, fixed),
             "edgellm": verify_edgellm(template, analysis), "gbnf": verify_grammar(analysis, fixed, "gbnf"),
             "lark": verify_grammar(analysis, fixed, "lark")}
