@@ -165,6 +165,8 @@ class Assembler:
             kind = ev[0]
             if kind == "chunk":
                 self.chunk(ev[1], ev[2], out)
+            elif kind == "whole_call":  # read whole by its plan (one-shot): (start, end, name, id, arguments)
+                self._whole(ev[3], ev[4], ev[5])
             elif kind == "open":
                 if ev[1] == "tool_call":  # ("open", "tool_call", where it starts)
                     self.current = CallState(len(self.calls), ev[2])
@@ -181,8 +183,6 @@ class Assembler:
                     self.handle(ev[4], out)
                     continue
                 self._whole_call(call, ev[1], ev[2], ev[3])
-            elif kind == "call_units":  # one read whole by its plan (one-shot): (name, id, [(key, value)])
-                self._whole_units(self.current, ev[1], ev[2], ev[3])
             elif kind == "json_ok":
                 if self.current is not None:
                     self.current.json_ok = True
@@ -228,18 +228,36 @@ class Assembler:
             call.pending = []
             self._ensure_id(call)
 
-    def _whole_units(self, call: CallState, name: str, call_id: str | None, units: list[tuple[str, str]]) -> None:
-        """A call with tagged arguments read whole (one-shot): what its name, id, keys and
-        values closing in turn do, without region events."""
+    def _whole(self, name: str, call_id: str | None, args: str | list[tuple[str, str]]) -> None:
+        """A call read whole by its plan (one-shot; canonical, so whole): what opening, reading
+        and closing its name, id and arguments in turn does, without region events. ``args``:
+        the JSON text, or the raw ``(key, value)`` texts of tagged arguments."""
+        call = CallState(len(self.calls), -1)
         self._set_name(call, name)
         if call_id:
             call.id = call_id
         call.announced = True
         self._ensure_id(call)
-        for key, value in units:
-            call.key = key
-            call.args.append(self._key_json(call))
-            call.args.append(self._value_json(call, value))
+        if isinstance(args, str):
+            self._check_object(call, args)
+        else:  # (valid JSON as built: keys and values encoded, typed values written as JSON writes them;
+            # no key twice: a plan leaves such a call to the general parser, which reports it)
+            items, typers = [], self._typers
+            for key, value in args:
+                typer = typers.get((call.name, key))
+                if typer is None:
+                    call.key = key
+                    typer = self._typer(call)
+                items.append(f"{encode_string(key.strip())}: {typer(value)}")
+            args = "{" + ", ".join(items) + "}"
+        call.args = [args]
+        self.calls.append(call)
+
+    def _check_object(self, call: CallState, args: str) -> None:
+        """Valid JSON arguments that are not an object are reported (kept as written)."""
+        if not args.lstrip(" \t\r\n").startswith("{") and not call.errors:
+            self.errors.append({"position": -1, "message": f"arguments of {call.name!r} are not a JSON object "
+                                                           "(kept as the model wrote them)"})
 
     def _key_json(self, call: CallState) -> str:
         """The JSON that opens the argument ``call.key`` (``{"key": `` or ``, "key": ``)."""
@@ -510,13 +528,12 @@ class Assembler:
         try:
             if not ok:
                 json.loads(args)
-            # valid JSON, but not an object (a broken object reads as its first string)
-            problem = "not a JSON object" if not args.lstrip(" \t\r\n").startswith("{") else ""
         except ValueError:
-            problem = "not valid JSON"
-        if problem and not call.errors:
-            self.errors.append({"position": -1, "message": f"arguments of {call.name!r} are {problem} "
-                                                           "(kept as the model wrote them)"})
+            if not call.errors:
+                self.errors.append({"position": -1, "message": f"arguments of {call.name!r} are not valid JSON "
+                                                               "(kept as the model wrote them)"})
+        else:  # valid JSON, but not an object (a broken object reads as its first string)
+            self._check_object(call, args)
         if not self.quiet:
             out.append(self._region("region_close", "tool_calls", index=call.index, value=self._call_dict(call)))
 

@@ -85,7 +85,7 @@ def known_calls(names: frozenset[str] | None):
     """An :class:`Attempt` predicate: every call its events hold names one of ``names`` (any
     name when the request gave no tools)."""
     def accept(events: list[tuple]) -> bool:
-        seen = [e[1] for e in events if e[0] in ("call", "call_units")]  # (calls read whole)
+        seen = [e[1] for e in events if e[0] == "call"] + [e[3] for e in events if e[0] == "whole_call"]
         seen += [_name_after(events, i) for i, e in enumerate(events) if e == ("open", "tool_name")]
         # formats that write the name inside the call id (``functions.get_weather:0``)
         ids = [_name_after(events, i) for i, e in enumerate(events) if e == ("open", "tool_id")]

@@ -66,16 +66,15 @@ class CallPlan:
         return self._read(text, i)
 
     def emit(self, inp: Input, pos: int) -> int:
-        """Reads the call at ``pos`` of a whole input into one condensed event (``call``, or
-        ``call_units`` for tagged arguments; see ``Assembler.handle``) inside its ``tool_call``
-        region: the end, or -1 (nothing read) when it is not in the canonical form."""
+        """Reads the call at ``pos`` of a whole input into one condensed event (``whole_call``:
+        start, end, name, id, arguments; see ``Assembler.handle``): the end, or -1 (nothing
+        read) when it is not in the canonical form."""
         found = self._read(inp.text, pos - inp.base)
         if found is None:
             return -1
         end, name, call_id, args = found
         end += inp.base
-        kind = "call" if isinstance(args, str) else "call_units"
-        inp.events += [("open", "tool_call", pos), (kind, name, call_id, args, None), ("close", "tool_call", end, True)]
+        inp.events.append(("whole_call", pos, end, name, call_id, args))
         inp.chunks += 1
         inp.chunk_pos = inp.region_end = inp.keep_from = end
         if inp.soft_pins:
