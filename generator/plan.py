@@ -158,7 +158,9 @@ def _json_end(text: str, i: int) -> int:
 class _Code:
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.names: dict[str, Any] = {"_WS": _WS, "_json_end": _json_end, "_INDEX": INDEX_TEXT.fullmatch,
+        self.after_ws = False  # the last line written skipped whitespace
+        self.names: dict[str, Any] = {"_WS": _WS, "_WSCH": (" ", "\t", "\r", "\n"), "_json_end": _json_end,
+                                      "_INDEX": INDEX_TEXT.fullmatch,
                                       "_PLAIN": _PLAIN.fullmatch}
 
     def value(self, v: Any) -> str:
@@ -169,6 +171,14 @@ class _Code:
 
     def line(self, depth: int, text: str) -> None:
         self.lines.append("    " * depth + text)
+        self.after_ws = False
+
+    def skip_ws(self, depth: int) -> None:
+        """Past any whitespace at ``i`` (nothing to write when the last step just did that)."""
+        if not self.after_ws:
+            self.line(depth, "if text.startswith(_WSCH, i):")
+            self.line(depth + 1, "i = _WS(text, i).end()")
+            self.after_ws = True
 
     def expect(self, depth: int, literal: str) -> None:
         """``literal`` at ``i`` (else no call), read."""
@@ -197,16 +207,22 @@ def _reader(ops: list[tuple], json_strings: bool) -> tuple[str, Any]:
 _SLOT_VAR = {NAME: "name", ID: "call_id", INDEX: "index", KEY: "key", VALUE: "value"}
 
 
+def _check_index(code: _Code, what: str, d: int) -> None:
+    if what == INDEX:
+        code.line(d, "if not _INDEX(index):")
+        code.line(d + 1, "return None")
+
+
 def _steps(code: _Code, ops: list[tuple], d: int) -> None:
     for op in ops:
         kind = op[0]
         if kind == LIT:
             _, core, ws_before, ws_after = op
             if ws_before:
-                code.line(d, "i = _WS(text, i).end()")
+                code.skip_ws(d)
             code.expect(d, core)
             if ws_after:
-                code.line(d, "i = _WS(text, i).end()")
+                code.skip_ws(d)
         elif kind == "slot":
             _, what, until, fused = op
             var = _SLOT_VAR[what]
@@ -215,6 +231,7 @@ def _steps(code: _Code, ops: list[tuple], d: int) -> None:
                 code.line(d, "if e < 0:")
                 code.line(d + 1, "return None")
                 code.line(d, f"{var} = text[i:e]")
+                _check_index(code, what, d)
                 code.line(d, "i = e")
             else:
                 core, ws, rest, ws_after = fused
@@ -229,15 +246,13 @@ def _steps(code: _Code, ops: list[tuple], d: int) -> None:
                     code.line(d, f"{var} = text[i:e]")
                 else:
                     code.line(d, f"{var} = text[i:h]")
+                _check_index(code, what, d)
                 code.line(d, f"i = h + {len(core)}")
                 code.expect(d, rest)
                 if ws_after:
-                    code.line(d, "i = _WS(text, i).end()")
-            if what == INDEX:
-                code.line(d, "if not _INDEX(index):")
-                code.line(d + 1, "return None")
+                    code.skip_ws(d)
         elif kind == JSON:
-            code.line(d, "i = _WS(text, i).end()")
+            code.skip_ws(d)
             code.line(d, "e = _json_end(text, i)")
             code.line(d, "if e < 0:")
             code.line(d + 1, "return None")
