@@ -60,6 +60,21 @@ class CallState:
         self.stray: list[str] = []  # text written inside the call that is none of its parts (content)
 
 
+class WholeCall:
+    """A call read whole by its plan (one-shot): only what a finished call holds."""
+
+    __slots__ = ("index", "name", "id", "args", "key", "arg_type", "errors")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.name = ""
+        self.id: str | None = None
+        self.args: list[str] = []
+        self.key = ""  # (the argument being typed)
+        self.arg_type = ""
+        self.errors: list[str] = []
+
+
 class TextBuffer:
     """Appended text in compact pieces: a stream of 4-character chunks costs about one byte per
     character, not one str object per chunk."""
@@ -130,8 +145,9 @@ class Assembler:
         self.tools = dict(tools or {})
         self.id_factory = id_factory or default_call_id
         self.text: dict[str, TextBuffer] = {"reasoning_content": TextBuffer(), "content": TextBuffer()}
+        self._texts = (self.text["reasoning_content"], self.text["content"])
         self._before: tuple[tuple[int, ...], str] = ((), "")  # the texts' state and what ids hash of them
-        self.calls: list[CallState] = []
+        self.calls: list[CallState | WholeCall] = []
         self.current: CallState | None = None
         self.open: str | None = None
         self.errors: list[dict[str, Any]] = []
@@ -232,11 +248,10 @@ class Assembler:
         """A call read whole by its plan (one-shot; canonical, so whole): what opening, reading
         and closing its name, id and arguments in turn does, without region events. ``args``:
         the JSON text, or the raw ``(key, value)`` texts of tagged arguments."""
-        call = CallState(len(self.calls), -1)
+        call = WholeCall(len(self.calls))
         self._set_name(call, name)
         if call_id:
             call.id = call_id
-        call.announced = True
         self._ensure_id(call)
         if isinstance(args, str):
             self._check_object(call, args)
@@ -298,7 +313,7 @@ class Assembler:
         Each text is given as its length and its last :data:`ID_CONTEXT` characters (a hash of
         all of it for every call would cost the square of the output's length)."""
         if call.id is None:
-            r, c = self.text["reasoning_content"], self.text["content"]
+            r, c = self._texts
             key = (len(r.parts), len(r.tail), len(c.parts), len(c.tail))  # changes with every write
             if key != self._before[0]:
                 self._before = key, "\x00".join(f"{t.size()}:{t.last(ID_CONTEXT)}" for t in (r, c))

@@ -512,17 +512,12 @@ class Seq(Parser):
 
 
 @lru_cache(maxsize=4096)
-def _guards_pattern(guards: tuple[str, ...]) -> re.Pattern | None:
-    """The guards as one pattern, longest first (a match is the longest guard that matches)."""
-    found = sorted({g for g in guards if g}, key=len, reverse=True)
-    return re.compile("|".join(map(re.escape, found))) if found else None
-
-
-def _longest(inp: Input, pos: int, guards: tuple[str, ...]) -> str | None:
-    """The longest of ``guards`` the input starts with at ``pos`` (with the whole input at hand)."""
-    rx = _guards_pattern(guards)
-    m = rx.match(inp.text, pos - inp.base) if rx is not None else None
-    return m.group() if m is not None else None
+def _decision_pattern(cont: tuple[str, ...], closers: tuple[str, ...]) -> re.Pattern | None:
+    """Continuation guards and closers as one pattern, longest first, a closer first on a tie:
+    the group a match ends in (``c…`` or ``s…``) says which decides (with the whole input)."""
+    found = sorted({(g, "s") for g in closers if g} | {(g, "c") for g in cont if g},
+                   key=lambda gk: (-len(gk[0]), gk[1] == "c"))
+    return re.compile("|".join(f"(?P<{k}{n}>{re.escape(g)})" for n, (g, k) in enumerate(found))) if found else None
 
 
 def guard_state(inp: Input, pos: int, guards: Iterable[str]) -> tuple[str | None, bool]:
@@ -772,12 +767,14 @@ class Repeat(Parser):
             at = _WS_RUN.match(inp.text, pos - inp.base).end() + inp.base
             if at >= inp.end and not inp.eof:
                 return None
-        if inp.eof:  # (nothing pending: the longest guard at hand decides)
-            hit_c, pend_c = _longest(inp, at, cont or ()), False
-            hit_s, pend_s = _longest(inp, at, closers), False
-        else:
-            hit_c, pend_c = guard_state(inp, at, cont or ())
-            hit_s, pend_s = guard_state(inp, at, closers)
+        if inp.eof:  # (nothing pending: the longest guard at hand decides, a closer on a tie)
+            rx = _decision_pattern(cont or (), closers)
+            m = rx.match(inp.text, at - inp.base) if rx is not None else None
+            if cont is None:
+                return m is None and at < inp.end
+            return m is not None and m.lastgroup[0] == "c"
+        hit_c, pend_c = guard_state(inp, at, cont or ())
+        hit_s, pend_s = guard_state(inp, at, closers)
         if (pend_c or pend_s) and not inp.eof and not (hit_c and not pend_s and not self.closers):
             inp.wake = wake_for(inp, at, (cont or ()) + closers)  # a longer guard may still match
             return None

@@ -141,6 +141,11 @@ _WS = _JSON_WS.match
 def _json_end(text: str, i: int) -> int:
     """The end of the JSON value at ``i`` (as :class:`~generator.peg.JsonValue` reads it whole),
     or -1."""
+    if text.startswith("{", i):  # (the usual arguments: an object is never a number cut short)
+        try:
+            return DECODER.scan_once(text, i)[1]
+        except (ValueError, StopIteration):
+            return -1
     if i >= len(text) or text[i] in "NI":
         return -1
     try:
