@@ -254,7 +254,8 @@ class Assembler:
             call.id = call_id
         self._ensure_id(call)
         if isinstance(args, str):
-            self._check_object(call, args)
+            if args[:1] != "{":  # (a plan reads arguments from their first character)
+                self._check_object(call, args)
         else:  # (valid JSON as built: keys and values encoded, typed values written as JSON writes them;
             # no key twice: a plan leaves such a call to the general parser, which reports it)
             items, typers = [], self._typers
@@ -553,10 +554,10 @@ class Assembler:
             out.append(self._region("region_close", "tool_calls", index=call.index, value=self._call_dict(call)))
 
     def _call_dict(self, call: CallState) -> dict[str, Any]:
-        d: dict[str, Any] = {"type": "function", "function": {"name": call.name, "arguments": "".join(call.args)}}
-        if call.id is not None:
-            d = {"id": call.id, **d}
-        return d
+        args = call.args[0] if len(call.args) == 1 else "".join(call.args)
+        if call.id is None:
+            return {"type": "function", "function": {"name": call.name, "arguments": args}}
+        return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": args}}
 
     def message(self) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant",

@@ -759,6 +759,11 @@ class Repeat(Parser):
         first = self.item.first()
         return (tuple(x for x in first if x) if first else None), self._continue_guards(), self._closers()
 
+    @cached_property
+    def _eof_patterns(self) -> dict[tuple[str, ...] | None, re.Pattern | None]:
+        """The decision pattern per guards (see :func:`_decision_pattern`), filled as used."""
+        return {}
+
     def _decision(self, inp: Input, pos: int, cont: tuple[str, ...] | None,
                   closers: tuple[str, ...]) -> bool | None:
         """True to parse another item, False to stop, None while more input may decide."""
@@ -768,7 +773,9 @@ class Repeat(Parser):
             if at >= inp.end and not inp.eof:
                 return None
         if inp.eof:  # (nothing pending: the longest guard at hand decides, a closer on a tie)
-            rx = _decision_pattern(cont or (), closers)
+            rx = self._eof_patterns.get(cont)
+            if rx is None and cont not in self._eof_patterns:
+                rx = self._eof_patterns[cont] = _decision_pattern(cont or (), closers)
             m = rx.match(inp.text, at - inp.base) if rx is not None else None
             if cont is None:
                 return m is None and at < inp.end

@@ -212,6 +212,26 @@ def _reader(ops: list[tuple], json_strings: bool) -> tuple[str, Any]:
 _SLOT_VAR = {NAME: "name", ID: "call_id", INDEX: "index", KEY: "key", VALUE: "value"}
 
 
+_NEAR = 256  # characters a slot's stop is looked for with ``str.find`` (names, ids, keys)
+
+
+def _find_stop(code: _Code, until: Until, core: str, d: int) -> None:
+    """``h``: where the slot's text ends at ``core``, its first stop (else no call: a fence,
+    another marker, none; the general reader decides). When no other stop or fence can match
+    where ``core`` does, ``core`` is looked for with ``str.find`` near ``i``, and the text before
+    it for the other markers' first characters; where one stands, the reader's search decides."""
+    others = (set(until.cores) | until.fences) - {core}
+    if not any(o.startswith(core) or core.startswith(o) for o in others):
+        code.line(d, f"h = text.find({code.value(core)}, i, i + {_NEAR})")
+        test = " or ".join(["h < 0"] + [f"text.find({c!r}, i, h) >= 0" for c in sorted({o[0] for o in others})])
+        code.line(d, f"if {test}:")
+        d += 1
+    code.line(d, f"m = {code.value(until.searcher)}(text, i)")
+    code.line(d, f"if m is None or m.group() != {code.value(core)}:")
+    code.line(d + 1, "return None  # (a fence, another marker, none: the general reader decides)")
+    code.line(d, "h = m.start()")
+
+
 def _check_index(code: _Code, what: str, d: int) -> None:
     if what == INDEX:
         code.line(d, "if not _INDEX(index):")
@@ -240,10 +260,7 @@ def _steps(code: _Code, ops: list[tuple], d: int) -> None:
                 code.line(d, "i = e")
             else:
                 core, ws, rest, ws_after = fused
-                code.line(d, f"m = {code.value(until.searcher)}(text, i)")
-                code.line(d, f"if m is None or m.group() != {code.value(core)}:")
-                code.line(d + 1, "return None  # (a fence, another marker, none: the general reader decides)")
-                code.line(d, "h = m.start()")
+                _find_stop(code, until, core, d)
                 if ws:  # (the whitespace the marker takes before it)
                     code.line(d, f"e = h - {len(ws)}")
                     code.line(d, f"if e < i or not text.startswith({code.value(ws)}, e):")

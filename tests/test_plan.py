@@ -47,6 +47,16 @@ def test_anything_else_is_left_to_the_general_parser(text):
     assert XML.read(text, 0) is None
 
 
+def test_a_slot_ends_at_its_stop_only_where_no_other_marker_comes_first():
+    plan = CallPlan([lit_step("<call=", False, False), (NAME, _until(">", "</call>")), lit_step(">", True, False),
+                     (JSON, None), lit_step("</call>", False, False)])
+    assert plan.read('<call=f>{}</call>', 0) == (17, "f", None, "{}")
+    assert plan.read('<call=f</call>{}</call>', 0) is None  # (another stop first: the general reader decides)
+    long_key = "k" * 300  # (past the window ``str.find`` looks in: the reader's search)
+    text = CALL.replace("<parameter=a>", f"<parameter={long_key}>")
+    assert XML.read(text, 0) == (len(text), "f", None, [(long_key, "x y"), ("b", "2")])
+
+
 def test_json_arguments_end_where_the_decoder_ends():
     plan = CallPlan([lit_step("[C]", False, True), (NAME, _until("[A]")), lit_step("[A]", True, False),
                      (JSON, None), lit_step("[E]", False, False)])
