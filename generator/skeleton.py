@@ -238,6 +238,38 @@ def _written(text: str) -> bool:
     return bool(text.strip())
 
 
+def _python_raw(ts: ToolCallStructure) -> bool:
+    """Python call syntax whose string values the template writes as they are (no format)."""
+    fmt = dict(ts.value_formats).get("string")
+    return ts.function_format == FunctionFormat.PYTHONIC and (fmt is None or fmt.raw_strings)
+
+
+def _quotes_apart(ts: ToolCallStructure) -> tuple[Part, ...]:
+    """The argument parts, with the quotes the template writes around a value in Python call
+    syntax (``key="value"``) as literals of their own: a model writes the value as a Python
+    literal as often (``key='value'``, ``key=3``), and the key then ends at ``=`` all the same."""
+    parts = list(ts.arg_parts)
+    if not _python_raw(ts):
+        return tuple(parts)
+    out: list[Part] = []
+    for i, p in enumerate(parts):
+        before = parts[i - 1] if i else None
+        after = parts[i + 1] if i + 1 < len(parts) else None
+        if p.kind == "value" and before is not None and after is not None and before.kind == after.kind == "lit" \
+                and before.text[-1:] in ("'", '"') and after.text.startswith(before.text[-1:]):
+            q = before.text[-1]
+            last = out.pop()
+            out += [Part("lit", last.text[:-1])] if last.text[:-1] else []
+            out += [Part("lit", q), p, Part("lit", q)]
+            if after.text[1:]:
+                parts[i + 1] = Part("lit", after.text[1:])
+            else:
+                parts[i + 1] = Part("lit", "")
+            continue
+        out.append(p)
+    return tuple(x for x in out if x.kind != "lit" or x.text)
+
+
 class TaggedArgs:
     """Arguments written as one unit per argument (``<parameter=k>v</parameter>``)."""
 
@@ -247,7 +279,7 @@ class TaggedArgs:
         opener = first_piece(ts.arg_parts[0].text) if ts.arg_parts and ts.arg_parts[0].kind == "lit" else ""
         self.next_unit = [Marker(opener, "", "", True)] if opener else []
         # (a value that runs into what follows the arguments leaves its trailing whitespace to it)
-        self.skeleton = _Skeleton(ts.arg_parts, [m.loose(after=False) for m in after])
+        self.skeleton = _Skeleton(_quotes_apart(ts), [m.loose(after=False) for m in after])
         self.after = list(after)
 
     def unit(self) -> tuple[Parser, list[Step] | None]:
@@ -257,10 +289,15 @@ class TaggedArgs:
         steps: list[Step] | None = []
         seen_key = False
         sep = [m for m in [stop_of(ts.arg_separator, loose=True)] if m is not None]
+        quoted = self._quoted_values()
         for i, p in enumerate(sk.parts):
-            if p.kind == "lit":
-                seq.append(sk.literal(i))
+            if p.kind == "lit" and i - 1 in quoted:  # (read with the value before it)
                 step: Step | None = lit_step(p.text, sk.raw(i - 1), sk.raw(i + 1))
+            elif p.kind == "lit" and i + 1 in quoted:  # (the quote: read with the value after it)
+                step = lit_step(p.text, sk.raw(i - 1), sk.raw(i + 1))
+            elif p.kind == "lit":
+                seq.append(sk.literal(i))
+                step = lit_step(p.text, sk.raw(i - 1), sk.raw(i + 1))
             elif p.kind == "key" and not seen_key:
                 # a key the output ends in is kept (the call is shown already: its text is its own)
                 key = Until(sk.stops(i, sep, self.next_unit), to_end=False, end_if=_written)
@@ -273,11 +310,27 @@ class TaggedArgs:
                 seq.append(_typed_choice(p, "arg_type"))
                 step = None
             else:
-                value, raw = self.value(sk.stops(i, sep, self.next_unit), sk.parts[i - 1] if i else None)
+                stops = sk.stops(i, sep, self.next_unit)
+                value, raw = self.value(stops, sk.parts[i - 1] if i else None)
+                if i in quoted:  # the template's quotes, else a Python literal (another quote, or none)
+                    q = sk.parts[i + 1].text
+                    python = LiteralValue(PYTHON, stops=[m.core for m in stops], own_quotes=())
+                    value = Choice([((q,), Seq(Lit(q), value, sk.literal(i + 1)))],
+                                   Noted(Capture("arg_literal", python), f"a value not in the template's {q} quotes"))
                 seq.append(value)
                 step = (VALUE, raw) if raw is not None else None
             steps = steps + [step] if steps is not None and step is not None else None
         return Seq(*seq), steps
+
+    def _quoted_values(self) -> set[int]:
+        """The value parts the template writes between two quotes of its own in Python call
+        syntax (see :func:`_quotes_apart`)."""
+        parts = self.skeleton.parts
+        if not _python_raw(self.ts):
+            return set()
+        return {i for i, p in enumerate(parts) if p.kind == "value" and 0 < i < len(parts) - 1
+                and parts[i - 1].kind == parts[i + 1].kind == "lit" and parts[i + 1].text in ("'", '"')
+                and parts[i - 1].text == parts[i + 1].text}
 
     def value(self, stops: list[Marker], before: Part | None) -> tuple[Parser, Until | None]:
         """One argument's value: written in the template's value format, raw text up to what

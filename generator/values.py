@@ -129,9 +129,13 @@ class _Reader:
         if f.key_open and s.startswith(f.key_open, self.i):
             self.i += len(f.key_open)
             j = s.find(f.key_close or f.key_open, self.i)
+            if j < 0:
+                raise ValueError("unterminated key")
             key = s[self.i:j]
             self.i = j + len(f.key_close or f.key_open)
             return key
+        if s.startswith(("'", '"'), self.i):  # (quoted otherwise than the format quotes keys: Python's reader)
+            raise ValueError("key in other quotes")
         j = self.i
         while j < len(s) and not s.startswith(f.kv_sep.strip() or f.kv_sep, j):
             j += 1

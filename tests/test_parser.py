@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from analyzer import analyze_template
+from analyzer.errors import ParseError
 from corpus_fixtures import session_corpus
 from generator import generate_parser
 
@@ -139,6 +140,34 @@ def test_pythonic_calls_with_python_quoting(text):
     assert calls(m) == [("get_weather", {"city": "Paris", "days": 3, "tags": ["a", "b"]}), ("search", {"query": "x, y"})]
 
 
+LLAMA4_PYTHONIC = "extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-vllm_tool_llama4_pythonic.jinja"
+
+
+@pytest.mark.parametrize("text", [
+    "[get_weather(city='Paris', days=3), search(query=\"x, y\")]",
+    "[get_weather(city='Paris', days=\"3\"), search(query='''x, y''')]",
+])
+def test_python_values_where_the_template_quotes_values_itself(text):
+    """The template writes ``key="value"`` (its own quotes around any value): other quotes or
+    none are a Python literal, read as such and reported as a deviation."""
+    m = parse(LLAMA4_PYTHONIC, text)
+    assert calls(m) == [("get_weather", {"city": "Paris", "days": 3}), ("search", {"query": "x, y"})]
+    canonical = '[get_weather(city="Paris", days="3"), search(query="x, y")]'
+    assert parse(LLAMA4_PYTHONIC, canonical) == m
+    with pytest.raises(ParseError):
+        generate_parser(analysis(LLAMA4_PYTHONIC), tools=TOOLS).parser.parse(text, strict=True)
+
+
+@pytest.mark.parametrize("schema", [{"type": "object"}, None])
+def test_python_keys_in_a_value_the_template_writes_as_json(schema):
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+        "city": {"type": "string"}, **({"opts": schema} if schema else {})}}}}]
+    m = parse("llama.cpp/LFM2.5-8B-A1B.jinja",
+              "<|tool_call_start|>[get_weather(city='Paris', opts={'a': [1, None], \"b\": True})]<|tool_call_end|>",
+              tools=tools)
+    assert calls(m) == [("get_weather", {"city": "Paris", "opts": {"a": [1, None], "b": True}})]
+
+
 LLAMA31 = "llama.cpp/meta-llama-Llama-3.1-8B-Instruct.jinja"
 
 
@@ -241,7 +270,6 @@ def test_parallel_calls_of_a_format_that_names_calls_only_in_their_ids():
 
 def strict_error(name: str, text: str, **kwargs):
     """The ParseError a strict parse raises (streamed and one-shot alike), None when it accepts."""
-    from analyzer.errors import ParseError
     kwargs.setdefault("tools", TOOLS)
     parser = generate_parser(analysis(name), **kwargs).parser
     outcomes = []
