@@ -12,6 +12,10 @@ Two shapes are read, both by marker shape and JSON shape, not by model:
 The result is a structure with ``source="instructions"``: it cannot be verified against a
 rendering, and says so.
 
+For calls the template does render as a bare JSON object, :func:`instructed_openers` reads the
+prefix its instructions glue to the example call (``functools[{"name": ...}, ...]``): models
+write it although history never shows it.
+
 Example::
 
     >>> ts = read_instructions('Call tools like <tool_call>{"name": <fn>, "arguments": <args>}</tool_call>.')
@@ -173,3 +177,30 @@ def read_instructions(text: str) -> ToolCallStructure | None:
                               "tool calls are not rendered by the template; syntax read from its instructions "
                               "(marker followed by a JSON list; field names name/arguments assumed)")
     return None
+
+
+# a prefix glued to an example call: a run of non-space characters, then "[" or nothing, then the call
+_GLUED = re.compile(r"""([^\s\[\]{}"'`]{3,})\[?\Z""")
+
+
+def instructed_openers(text: str, call_start: str) -> tuple[str, ...]:
+    """Prefixes that ``text`` (a rendered tools section) glues to an example of a call written
+    as a bare JSON object starting with ``call_start`` (``{"name": "``): the example's opening
+    brace and key, with any of the quotes and spacing, directly after the prefix and an optional
+    ``[``.
+
+    >>> instructed_openers('formatted as functools[{"name": [function name], ...}]', '{"name": "')
+    ('functools',)
+    >>> instructed_openers('Respond in the format {"name": function name}', '{"name": "')
+    ()
+    """
+    m = _KEY.match(call_start, 1) if call_start.startswith("{") else None
+    if m is None:
+        return ()
+    example = re.compile(r"\{\s*[\"']" + re.escape(m.group(1)) + r"[\"']\s*:")
+    found: list[str] = []
+    for e in example.finditer(text):
+        glued = _GLUED.search(text, max(0, e.start() - 80), e.start())
+        if glued is not None and any(c.isalpha() for c in glued.group(1)) and glued.group(1) not in found:
+            found.append(glued.group(1))
+    return tuple(found)

@@ -29,7 +29,7 @@ from . import probes as P
 from .caps import ToolProbeForms, tool_call_messages, tool_forms
 from .diff import common_prefix_len, common_suffix_len, diff
 from .formatter import format_arguments, format_tool_calls
-from .instructions import read_instructions
+from .instructions import instructed_openers, read_instructions
 from .markers import is_marker, tokenize
 from .source_markers import alternative_openers
 from .prober import Prober
@@ -828,7 +828,7 @@ def _analyze_tools(prober: Prober, caps: Caps, turns: Turns, reasoning: Reasonin
                  call_parts=tuple(_merge([*call_pre, Part("args"), *call_post])),
                  requires_nonnull_content=caps.requires_nonnull_content)
     ts = _content_and_reasoning(c, ts)
-    return replace(_verify(c, ts), alt_openers=_alt_openers(c))
+    return replace(_verify(c, ts), alt_openers=_alt_openers(c) + _instructed_openers(c, ts))
 
 
 def _alt_openers(c: _Ctx) -> tuple[str, ...]:
@@ -844,6 +844,15 @@ def _alt_openers(c: _Ctx) -> tuple[str, ...]:
     own = [*(r if isinstance(r, tuple) else (r.start, r.end) if r is not None else ()),
            *(c.content_wrapper or ()), c.eot, c.final_suffix]
     return alternative_openers(c.prober.template.source, shown + "".join(own))
+
+
+def _instructed_openers(c: _Ctx, ts: ToolCallStructure) -> tuple[str, ...]:
+    """For calls rendered as bare JSON objects (no marker before them): the prefix the
+    template's instructions glue to their example call (see :func:`instructed_openers`)."""
+    first = ts.call_parts[0] if ts.call_parts else None
+    if ts.tool_section_start.strip() or first is None or first.kind != "lit" or not first.text.startswith("{"):
+        return ()
+    return instructed_openers(_tools_section(c.prober), first.text)
 
 
 def _content_and_reasoning(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:

@@ -187,6 +187,22 @@ def test_a_call_opened_by_a_marker_the_template_writes_in_another_branch():
     assert trigger_start(f"Sure. <|python_tag|>{call}", params.grammar_triggers) == len("Sure. <|python_tag|>")
 
 
+PHI4_MINI = "extra/microsoft-Phi-4-mini-instruct-vllm_tool_phi4_mini.jinja"
+
+
+def test_a_prefix_the_instructions_glue_to_their_example_call_opens_calls():
+    """History renders bare JSON calls; the instructions ask for ``functools[{"name": ...}, ...]``."""
+    assert analysis(PHI4_MINI).tool_call_structure.alt_openers == ("functools",)
+    call = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    for text in (f"functools[{call}]", f"functools[{call}, {call.replace('get_weather', 'search')}]", call):
+        m = parse(PHI4_MINI, text)
+        assert calls(m)[0] == ("get_weather", {"city": "Paris"}) and not m["content"], text
+    assert parse(PHI4_MINI, "Import functools[0] first.")["content"] == "Import functools[0] first."
+    params = generate_parser(analysis(PHI4_MINI), tools=TOOLS)
+    from generator.triggers import trigger_start
+    assert trigger_start(f"Sure. functools[{call}]", params.grammar_triggers) == len("Sure. functools[")
+
+
 # --------------------------------------------------------------------------- precision
 
 @pytest.mark.parametrize("tools", [TOOLS, None])
