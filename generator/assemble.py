@@ -79,11 +79,12 @@ class TextBuffer:
     """Appended text in compact pieces: a stream of 4-character chunks costs about one byte per
     character, not one str object per chunk."""
 
-    __slots__ = ("parts", "tail")
+    __slots__ = ("parts", "tail", "_compacted")
 
     def __init__(self) -> None:
         self.parts: list[str] = []
         self.tail: list[str] = []
+        self._compacted = 0  # characters in ``parts``
 
     def write(self, text: str) -> None:
         self.tail.append(text)
@@ -92,7 +93,9 @@ class TextBuffer:
 
     def compact(self) -> None:
         """The pieces appended so far as one (``tail`` stays the same list)."""
-        self.parts.append("".join(self.tail))
+        piece = "".join(self.tail)
+        self.parts.append(piece)
+        self._compacted += len(piece)
         self.tail.clear()
 
     def getvalue(self) -> str:
@@ -100,7 +103,7 @@ class TextBuffer:
 
     def size(self) -> int:
         """Characters appended so far."""
-        return sum(map(len, self.parts)) + sum(map(len, self.tail))
+        return self._compacted + sum(map(len, self.tail))
 
     def last(self, n: int) -> str:
         """The last ``n`` characters (or all, if fewer), without joining the whole buffer."""
