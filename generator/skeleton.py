@@ -238,18 +238,18 @@ def _written(text: str) -> bool:
     return bool(text.strip())
 
 
-def _python_raw(ts: ToolCallStructure) -> bool:
+def python_raw(ts: ToolCallStructure) -> bool:
     """Python call syntax whose string values the template writes as they are (no format)."""
     fmt = dict(ts.value_formats).get("string")
     return ts.function_format == FunctionFormat.PYTHONIC and (fmt is None or fmt.raw_strings)
 
 
-def _quotes_apart(ts: ToolCallStructure) -> tuple[Part, ...]:
+def quotes_apart(ts: ToolCallStructure) -> tuple[Part, ...]:
     """The argument parts, with the quotes the template writes around a value in Python call
     syntax (``key="value"``) as literals of their own: a model writes the value as a Python
     literal as often (``key='value'``, ``key=3``), and the key then ends at ``=`` all the same."""
     parts = list(ts.arg_parts)
-    if not _python_raw(ts):
+    if not python_raw(ts):
         return tuple(parts)
     out: list[Part] = []
     for i, p in enumerate(parts):
@@ -279,7 +279,7 @@ class TaggedArgs:
         opener = first_piece(ts.arg_parts[0].text) if ts.arg_parts and ts.arg_parts[0].kind == "lit" else ""
         self.next_unit = [Marker(opener, "", "", True)] if opener else []
         # (a value that runs into what follows the arguments leaves its trailing whitespace to it)
-        self.skeleton = _Skeleton(_quotes_apart(ts), [m.loose(after=False) for m in after])
+        self.skeleton = _Skeleton(quotes_apart(ts), [m.loose(after=False) for m in after])
         self.after = list(after)
 
     def unit(self) -> tuple[Parser, list[Step] | None]:
@@ -324,9 +324,9 @@ class TaggedArgs:
 
     def _quoted_values(self) -> set[int]:
         """The value parts the template writes between two quotes of its own in Python call
-        syntax (see :func:`_quotes_apart`)."""
+        syntax (see :func:`quotes_apart`)."""
         parts = self.skeleton.parts
-        if not _python_raw(self.ts):
+        if not python_raw(self.ts):
             return set()
         return {i for i, p in enumerate(parts) if p.kind == "value" and 0 < i < len(parts) - 1
                 and parts[i - 1].kind == parts[i + 1].kind == "lit" and parts[i + 1].text in ("'", '"')

@@ -39,6 +39,7 @@ from analyzer.structures import FunctionFormat, ReasoningMode, TemplateAnalysis,
 from ..calls import section_end, turn_end_like
 from ..message import split_turn_end
 from ..params import generate_parser
+from ..skeleton import quotes_apart
 from ..parser import MessageParser
 from .fixed_point import CONTENT, RT_TOOLS, FixedPoint
 
@@ -480,14 +481,29 @@ def _namespace_dropped(out: Output) -> list[str]:
 
 # ---- Python literals
 
+def _without_own_quotes(ts: ToolCallStructure) -> ToolCallStructure:
+    """``ts`` without the quotes the template writes around every value itself (``key="value"``,
+    see :func:`generator.skeleton.quotes_apart`): a value in them is then written as Python
+    writes it."""
+    parts = quotes_apart(ts)
+    own = {i for i, p in enumerate(parts) if p.kind == "value" and 0 < i < len(parts) - 1 and
+           parts[i - 1].kind == parts[i + 1].kind == "lit" and parts[i - 1].text == parts[i + 1].text in ("'", '"')}
+    if not own:
+        return ts
+    drop = {i - 1 for i in own} | {i + 1 for i in own}
+    return replace(ts, arg_parts=tuple(p for i, p in enumerate(parts) if i not in drop))
+
+
 def _python_quoted(quote: str) -> Callable[[Output], list[str]]:
     """String arguments of a Python-syntax call written with ``quote`` (the template may write
     them bare, or with the other quote)."""
     def make(out: Output) -> list[str]:
         ts = out.ts
-        if out.block is None or ts.function_format != FunctionFormat.PYTHONIC or ts.args_mode != "tagged" or \
-                any(p.kind == "lit" and ("'" in p.text or '"' in p.text) for p in ts.arg_parts):
-            return []  # (the template writes the quotes itself)
+        if out.block is None or ts.function_format != FunctionFormat.PYTHONIC or ts.args_mode != "tagged":
+            return []
+        ts = _without_own_quotes(ts)
+        if any(p.kind == "lit" and ("'" in p.text or '"' in p.text) for p in ts.arg_parts):
+            return []  # (quotes the template writes elsewhere)
         fmt = dict(ts.value_formats).get("string")
         if fmt is None or (fmt.str_open == quote and not fmt.raw_strings):
             return []
