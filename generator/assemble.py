@@ -457,7 +457,7 @@ class Assembler:
         elif tag == "args_literal":
             text = "".join(call.args_literal)
             try:
-                converted = to_json_text(text, self.ts.args_format)
+                converted = _args_json(text, self.ts.args_format)
             except (ValueError, SyntaxError) as e:
                 converted = text
                 call.errors.append(f"arguments not readable: {e}")
@@ -574,6 +574,17 @@ class Assembler:
         if self.warnings:
             msg["parse_warnings"] = list(self.warnings)
         return msg
+
+
+def _args_json(text: str, fmt: ValueFormat) -> str:
+    """JSON for arguments written in the template's format ``fmt``, or as a Python dict (a JSON
+    call whose arguments a template prints as a dict's repr)."""
+    try:
+        return to_json_text(text, fmt)
+    except (ValueError, SyntaxError):
+        if fmt.kind.startswith("python"):
+            raise
+        return to_json_text(text, PYTHON)
 
 
 def as_delta(event: Mapping[str, Any]) -> dict[str, Any] | None:

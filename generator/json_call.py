@@ -20,6 +20,7 @@ from .peg import (FAIL, NEED, SCAN, SLOW, Capture, Input, JsonValue, Marker, Par
                   number_cut, past_ws, skip_ws)
 from .plan import CallPlan
 from .recovery import Recover
+from .values import PYTHON, LiteralValue
 
 
 class JsonCall(Parser):
@@ -43,6 +44,9 @@ class JsonCall(Parser):
         self._name = Capture("tool_name", JsonString())
         self._id = Capture("tool_id", JsonString())
         self._args = Capture("tool_args", Recover(JsonValue(), self.stops))
+        # arguments written as a Python dict (a template that prints a dict writes its repr)
+        self._python_args = Capture("args_literal", Recover(LiteralValue(PYTHON, stops=[m.core for m in self.stops]),
+                                                            self.stops))
         self._encoded_args = Capture("tool_args", EncodedJson())
         self._skip_value = JsonValue(tag="")
 
@@ -237,6 +241,15 @@ class JsonCall(Parser):
             elif key in self.args_fields or (named[0] and at(pos) == "{" and not named[1]):
                 named[1] = True
                 value = self._encoded_args if at(pos) == '"' else self._args
+                if at(pos) == "{":  # ({'city': ...}: a Python dict)
+                    inp.pin(pos)
+                    try:
+                        inside = yield from skip(pos + 1)
+                    finally:
+                        inp.unpin(pos)
+                    if at(inside) == "'":
+                        value = self._python_args
+                        inp.events.append(("deviation", pos, PYTHON_ARGS))
                 if key not in self.args_fields:
                     inp.events.append(("error", pos, self._unknown(key)))
                 elif key != self.args_key:
@@ -309,6 +322,7 @@ def _wrapped(key: str) -> str:
 
 
 ENCODED = "arguments written as a JSON-encoded string"
+PYTHON_ARGS = "arguments written as a Python dict"
 _WS = re.compile(r"[ \t\r\n]*")
 _JSON_OK = ("json_ok",)  # the arguments just closed were decoded whole: valid JSON
 _NAME_OPEN, _ID_OPEN, _ARGS_OPEN = ("open", "tool_name"), ("open", "tool_id"), ("open", "tool_args")

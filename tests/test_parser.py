@@ -203,6 +203,25 @@ def test_a_prefix_the_instructions_glue_to_their_example_call_opens_calls():
     assert trigger_start(f"Sure. functools[{call}]", params.grammar_triggers) == len("Sure. functools[")
 
 
+@pytest.mark.parametrize("name, text", [
+    (PHI4_MINI, '{"name": "get_weather", "arguments": {\'city\': "O\'Hare", \'tags\': [\'a\', None]}}'),
+    (PHI4_MINI, 'functools[{"name": "get_weather", "arguments": {\'city\': "O\'Hare", \'tags\': [\'a\', None]}}]'),
+    ("extra/ServiceNow-AI-Apriel-1.6-15b-Thinker.jinja",  # (prints arguments with |string: a dict's repr)
+     'ok\n[BEGIN FINAL RESPONSE]\n<tool_calls>[{"name": "get_weather", "arguments": '
+     '{\'city\': "O\'Hare", \'tags\': [\'a\', None]}}]</tool_calls>'),
+])
+def test_json_call_arguments_written_as_a_python_dict(name, text):
+    m = parse(name, text)
+    assert calls(m) == [("get_weather", {"city": "O'Hare", "tags": ["a", None]})] and not m.get("parse_error")
+    with pytest.raises(ParseError):
+        generate_parser(analysis(name), tools=TOOLS).parser.parse(text, strict=True)
+
+
+def test_json_call_arguments_cut_inside_a_python_dict_are_kept():
+    m = parse(QWEN25, '<tool_call>\n{"name": "get_weather", "arguments": {\'city\': \'Par')
+    assert m["tool_calls"][0]["function"]["arguments"] == "{'city': 'Par" and m["parse_error"]
+
+
 # --------------------------------------------------------------------------- precision
 
 @pytest.mark.parametrize("tools", [TOOLS, None])
