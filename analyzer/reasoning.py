@@ -125,6 +125,7 @@ class _Seen:
     between: str  # between reasoning and content (or the tool call)
     pre: str      # between header and content when the turn has no reasoning
     has_content: bool
+    lead: str = ""  # the rendering before the turn's region (a marker the prompt and the turn share ends it)
 
 
 def _render_ctx(prober: Prober, caps: Caps, ctx: str, shape: str, fields: dict[str, Any],
@@ -158,7 +159,8 @@ def _render_ctx(prober: Prober, caps: Caps, ctx: str, shape: str, fields: dict[s
     if c0 >= 0:
         s0, h0 = assistant_region(ref, plain, gen, anchor=P.USER, limit=c0)
         pre = ref[s0 + h0:c0]
-    return _Seen(header=msg[:header_len], start=msg[header_len:r], between=between, pre=pre, has_content=c >= 0)
+    return _Seen(header=msg[:header_len], start=msg[header_len:r], between=between, pre=pre, has_content=c >= 0,
+                 lead=out[max(0, m0 - 200):m0])
 
 
 def _split_after_reasoning(seen: _Seen, ctx: str) -> tuple[str, str]:
@@ -224,7 +226,9 @@ def _from_message(prober: Prober, caps: Caps, turns: Turns) -> Reasoning | None:
             seen.start.find(opener[0]) > 0:
         start = opener[0]  # text before the opener is the header's, not the marker's
     if not seen.start.strip():
-        mirrored = mirror_split(seen.header, end)
+        # the opener the turn shares with the generation prompt: in the header, or (a prompt
+        # that ends with it, the empty pair closed or not) just before the turn's region
+        mirrored = mirror_split(seen.header, end) or (mirror_split(seen.lead, end) if not seen.header else None)
         if mirrored is not None:
             start, prefilled = mirrored[0], True
         else:

@@ -222,6 +222,21 @@ def test_json_call_arguments_cut_inside_a_python_dict_are_kept():
     assert m["tool_calls"][0]["function"]["arguments"] == "{'city': 'Par" and m["parse_error"]
 
 
+R7B = "llama.cpp/CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja"
+
+
+@pytest.mark.parametrize("enable_thinking", [None, True])
+def test_a_reasoning_opener_the_prompt_and_the_turn_share(enable_thinking):
+    """Thinking off, the prompt ends with the empty pair (<|START_THINKING|><|END_THINKING|>);
+    on, with neither: the turn's opener is the pair's, and a model that thinks anyway is read."""
+    assert analysis(R7B).content_structure.reasoning_start == "<|START_THINKING|>"
+    m = parse(R7B, "<|START_THINKING|>hmm<|END_THINKING|><|START_RESPONSE|>Sunny.<|END_RESPONSE|>",
+              enable_thinking=enable_thinking)
+    assert (m["reasoning_content"], m["content"]) == ("hmm", "Sunny.")
+    m = parse(R7B, "<|START_RESPONSE|>Sunny.<|END_RESPONSE|>", enable_thinking=enable_thinking)
+    assert (m["reasoning_content"], m["content"]) == (None, "Sunny.")
+
+
 # --------------------------------------------------------------------------- precision
 
 @pytest.mark.parametrize("tools", [TOOLS, None])
