@@ -90,10 +90,16 @@ class _Watchdog:
                     continue
                 heapq.heappop(self._heap)
                 tid = self._armed.get(token)
-                if tid is not None and token not in self._fired:
+                if tid is not None:
                     self._fired.add(token)
                     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid),
                                                                ctypes.py_object(Interrupted))
+                    # an interrupt can be swallowed (raised inside a gc callback or a __del__,
+                    # where Python ignores exceptions): again, until the thread disarms
+                    heapq.heappush(self._heap, (time.monotonic() + REFIRE_S, token))
+
+
+REFIRE_S = 0.25  # how long an interrupt has to be taken before it is sent again
 
 
 WATCHDOG = _Watchdog()
@@ -120,14 +126,16 @@ def run_with_deadline(fn: Callable[[], T], timeout_s: float) -> T:
     token = WATCHDOG.arm(timeout_s)
     fired = False
     try:
-        try:
-            return fn()
-        finally:
-            fired = WATCHDOG.disarm(token)
+        return fn()
     except Interrupted:
         fired = True
     finally:
-        fired = WATCHDOG.disarm(token) or fired  # idempotent; covers an interrupt inside disarm
+        while True:  # (an interrupt sent again may arrive inside disarm: it is taken here)
+            try:
+                fired = WATCHDOG.disarm(token) or fired
+                break
+            except Interrupted:
+                fired = True
         if fired:
             raise TimedOut  # noqa: B012 - the time limit wins over what the call was doing
     raise AssertionError("unreachable")  # pragma: no cover

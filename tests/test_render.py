@@ -652,3 +652,26 @@ def test_minijinja_worker_started_by_a_thread_outlives_it() -> None:
     finally:
         mj._POOL.release(worker)
     assert renderer.render([user("after")]) == "after"
+
+
+def test_an_interrupt_swallowed_is_sent_again():
+    """Python ignores an exception raised in a gc callback or a ``__del__``: the watchdog's
+    interrupt can land there (seen: hypothesis' gc callback). It is sent again until taken."""
+    from analyzer.watchdog import Interrupted, TimedOut, run_with_deadline
+    swallowed: list[int] = []
+
+    def spin() -> None:
+        t = time.monotonic()
+        while time.monotonic() - t < 5:
+            try:
+                while time.monotonic() - t < 5:
+                    pass
+            except Interrupted:
+                if swallowed:
+                    raise
+                swallowed.append(1)  # (as a gc callback would)
+
+    t0 = time.monotonic()
+    with pytest.raises(TimedOut):
+        run_with_deadline(spin, 0.05)
+    assert swallowed and time.monotonic() - t0 < 2.0
