@@ -183,15 +183,18 @@ def read_instructions(text: str) -> ToolCallStructure | None:
 _GLUED = re.compile(r"""([^\s\[\]{}"'`]{3,})\[?\Z""")
 
 
-def instructed_openers(text: str, call_start: str) -> tuple[str, ...]:
+def instructed_openers(text: str, call_start: str, tool_names: tuple[str, ...] = ()) -> tuple[str, ...]:
     """Prefixes that ``text`` (a rendered tools section) glues to an example of a call written
     as a bare JSON object starting with ``call_start`` (``{"name": "``): the example's opening
     brace and key, with any of the quotes and spacing, directly after the prefix and an optional
-    ``[``.
+    ``[``. An object naming one of ``tool_names`` (the tools passed) is the tools list, not an
+    example.
 
     >>> instructed_openers('formatted as functools[{"name": [function name], ...}]', '{"name": "')
     ('functools',)
     >>> instructed_openers('Respond in the format {"name": function name}', '{"name": "')
+    ()
+    >>> instructed_openers('<tools>[{"name": "get_weather"}]</tools>', '{"name": "', ("get_weather",))
     ()
     """
     m = _KEY.match(call_start, 1) if call_start.startswith("{") else None
@@ -199,7 +202,10 @@ def instructed_openers(text: str, call_start: str) -> tuple[str, ...]:
         return ()
     example = re.compile(r"\{\s*[\"']" + re.escape(m.group(1)) + r"[\"']\s*:")
     found: list[str] = []
+    listed = tuple(f'"{n}"' for n in tool_names) + tuple(f"'{n}'" for n in tool_names)
     for e in example.finditer(text):
+        if listed and text[e.end():].lstrip().startswith(listed):
+            continue
         glued = _GLUED.search(text, max(0, e.start() - 80), e.start())
         if glued is not None and any(c.isalpha() for c in glued.group(1)) and glued.group(1) not in found:
             found.append(glued.group(1))

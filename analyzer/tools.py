@@ -852,7 +852,8 @@ def _instructed_openers(c: _Ctx, ts: ToolCallStructure) -> tuple[str, ...]:
     first = ts.call_parts[0] if ts.call_parts else None
     if ts.tool_section_start.strip() or first is None or first.kind != "lit" or not first.text.startswith("{"):
         return ()
-    return instructed_openers(_tools_section(c.prober), first.text)
+    names = tuple(t["function"]["name"] for t in probe_tools())
+    return instructed_openers(_tools_section(c.prober), first.text, names)
 
 
 def _content_and_reasoning(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:

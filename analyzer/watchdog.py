@@ -38,7 +38,11 @@ class _Watchdog:
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        # entered directly (a C call): an interrupt that arrives while a thread waits for it is
+        # raised inside ``with``, never between taking the lock and the block (Condition's
+        # __enter__ is Python code, and an interrupt there would leave the lock held)
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
         self._heap: list[tuple[float, int]] = []
         self._armed: dict[int, int] = {}  # token -> thread id
         self._fired: set[int] = set()
@@ -53,7 +57,7 @@ class _Watchdog:
     def arm(self, timeout_s: float) -> int:
         token = next(self._tokens)
         deadline = time.monotonic() + timeout_s
-        with self._cond:
+        with self._lock:
             self._ensure_thread()
             self._armed[token] = threading.get_ident()
             # The thread sleeps until the earliest deadline in the heap (or for good when it is
@@ -67,7 +71,7 @@ class _Watchdog:
 
     def disarm(self, token: int) -> bool:
         """Stop watching ``token``; True when it had fired (any pending interrupt is cleared)."""
-        with self._cond:
+        with self._lock:
             tid = self._armed.pop(token, None)
             fired = token in self._fired
             self._fired.discard(token)

@@ -457,7 +457,9 @@ class Assembler:
         elif tag == "args_literal":
             text = "".join(call.args_literal)
             try:
-                converted = _args_json(text, self.ts.args_format)
+                converted, python = _args_json(text, self.ts.args_format)
+                if python and self.ts.args_format.kind != "json":  # (a JSON call reports it as it reads it)
+                    self.deviations.append({"position": call.start, "message": "arguments written as a Python literal"})
             except (ValueError, SyntaxError) as e:
                 converted = text
                 call.errors.append(f"arguments not readable: {e}")
@@ -576,15 +578,15 @@ class Assembler:
         return msg
 
 
-def _args_json(text: str, fmt: ValueFormat) -> str:
+def _args_json(text: str, fmt: ValueFormat) -> tuple[str, bool]:
     """JSON for arguments written in the template's format ``fmt``, or as a Python dict (a JSON
-    call whose arguments a template prints as a dict's repr)."""
+    call whose arguments a template prints as a dict's repr); and whether they were Python."""
     try:
-        return to_json_text(text, fmt)
+        return to_json_text(text, fmt), False
     except (ValueError, SyntaxError):
         if fmt.kind.startswith("python"):
             raise
-        return to_json_text(text, PYTHON)
+        return to_json_text(text, PYTHON), True
 
 
 def as_delta(event: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -238,6 +238,12 @@ def _written(text: str) -> bool:
     return bool(text.strip())
 
 
+def _a_value(text: str) -> bool:
+    """Text a value can be (not nothing, nor what ends one: ``key=)``, ``key=, ...``)."""
+    text = text.lstrip()
+    return bool(text) and text[0] not in ",)]}"
+
+
 def python_raw(ts: ToolCallStructure) -> bool:
     """Python call syntax whose string values the template writes as they are (no format)."""
     fmt = dict(ts.value_formats).get("string")
@@ -313,10 +319,12 @@ class TaggedArgs:
                 stops = sk.stops(i, sep, self.next_unit)
                 value, raw = self.value(stops, sk.parts[i - 1] if i else None)
                 if i in quoted:  # the template's quotes, else a Python literal (another quote, or none)
-                    q = sk.parts[i + 1].text
-                    python = LiteralValue(PYTHON, stops=[m.core for m in stops], own_quotes=())
+                    q = sk.parts[i + 1].text  # (the Python literal ends where the closing quote's literal would)
+                    python = LiteralValue(PYTHON, stops=[m.core for m in sk.stops(i + 1, sep, self.next_unit)],
+                                          own_quotes=())
+                    literal_value = Valid(Capture("arg_literal", python), _a_value, "a value")
                     value = Choice([((q,), Seq(Lit(q), value, sk.literal(i + 1)))],
-                                   Noted(Capture("arg_literal", python), f"a value not in the template's {q} quotes"))
+                                   Noted(literal_value, f"a value not in the template's {q} quotes"))
                 seq.append(value)
                 step = (VALUE, raw) if raw is not None else None
             steps = steps + [step] if steps is not None and step is not None else None

@@ -186,7 +186,7 @@ def parse_value(text: str, fmt: ValueFormat) -> Any:
 
 def to_json_text(text: str, fmt: ValueFormat) -> str:
     """JSON text for a value written under ``fmt`` (ValueError if unreadable)."""
-    return json.dumps(parse_value(text, fmt), ensure_ascii=False)
+    return json.dumps(parse_value(text, fmt), ensure_ascii=False, allow_nan=False)  # (1e999: not JSON)
 
 
 def schema_type(schema: dict[str, Any] | None) -> str | None:
@@ -244,10 +244,9 @@ def typed_json(raw: str, schema: dict[str, Any] | None, fmt: ValueFormat | None 
         return json.dumps(raw, ensure_ascii=False)
     for reader in ([fmt] if fmt is not None else []) + [ValueFormat(), PYTHON]:
         try:
-            value = parse_value(raw.strip(), reader)
-        except (ValueError, SyntaxError):
+            return json.dumps(parse_value(raw.strip(), reader), ensure_ascii=False, allow_nan=False)
+        except (ValueError, SyntaxError):  # (unreadable, or a number JSON cannot write: 1e999)
             continue
-        return json.dumps(value, ensure_ascii=False)
     if t == "boolean" and raw.strip() in ("True", "False", "true", "false"):
         return "true" if raw.strip().lower() == "true" else "false"
     return json.dumps(raw, ensure_ascii=False)
@@ -293,6 +292,8 @@ class LiteralValue(Parser):
             if not inp.eof and self._partial(inp, pos, stack):
                 yield NEED  # a quote or bracket of several characters may be starting here
                 continue
+            if pos == start and inp.get(pos, pos + 1) in ",)]}":
+                break  # (no value starts with what ends one: ``key=)`` has none)
             if not stack and pos > start and (inp.get(pos, pos + 1) in ",)]}" + " \n" and
                                               not any(inp.startswith(o, pos) for o in self.opens)
                                               or any(inp.startswith(s, pos) for s in self.stops)):

@@ -217,6 +217,21 @@ def test_json_call_arguments_written_as_a_python_dict(name, text):
         generate_parser(analysis(name), tools=TOOLS).parser.parse(text, strict=True)
 
 
+@pytest.mark.parametrize("name, text", [
+    (QWEN25, '<tool_call>\n{"name": "get_weather", "arguments": {\'city\': 1e999}}\n</tool_call>'),
+    (LLAMA4_PYTHONIC, "[get_weather(city='Paris', days=1e999)]"),
+])
+def test_a_number_json_cannot_write_is_never_written(name, text):
+    m = parse(name, text)
+    assert "Infinity" not in json.dumps(m) and "1e999" in json.dumps(m)
+
+
+@pytest.mark.parametrize("text", ["[get_weather(city=)]", "[get_weather(city=, days=3)]"])
+def test_a_missing_value_takes_nothing_that_follows(text):
+    m = parse(LLAMA4_PYTHONIC, text)
+    assert m["parse_error"] and ")" not in "".join(c["function"]["arguments"] for c in m.get("tool_calls") or [])
+
+
 def test_json_call_arguments_cut_inside_a_python_dict_are_kept():
     m = parse(QWEN25, '<tool_call>\n{"name": "get_weather", "arguments": {\'city\': \'Par')
     assert m["tool_calls"][0]["function"]["arguments"] == "{'city': 'Par" and m["parse_error"]
