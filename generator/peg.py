@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any, Callable, Generator, Iterable, Sequence
 
 import regex
@@ -511,7 +511,6 @@ class Seq(Parser):
         return all(p.nullable() for p in self.items)
 
 
-@lru_cache(maxsize=4096)
 def _decision_pattern(cont: tuple[str, ...], closers: tuple[str, ...]) -> re.Pattern | None:
     """Continuation guards and closers as one pattern, longest first, a closer first on a tie:
     the group a match ends in (``c…`` or ``s…``) says which decides (with the whole input)."""

@@ -264,16 +264,20 @@ def quotes_apart(ts: ToolCallStructure) -> tuple[Part, ...]:
         if p.kind == "value" and before is not None and after is not None and before.kind == after.kind == "lit" \
                 and before.text[-1:] in ("'", '"') and after.text.startswith(before.text[-1:]):
             q = before.text[-1]
-            last = out.pop()
-            out += [Part("lit", last.text[:-1])] if last.text[:-1] else []
+            out[-1] = Part("lit", out[-1].text[:-1])
             out += [Part("lit", q), p, Part("lit", q)]
-            if after.text[1:]:
-                parts[i + 1] = Part("lit", after.text[1:])
-            else:
-                parts[i + 1] = Part("lit", "")
+            parts[i + 1] = Part("lit", after.text[1:])
             continue
         out.append(p)
     return tuple(x for x in out if x.kind != "lit" or x.text)
+
+
+def own_quoted(parts: Sequence[Part]) -> set[int]:
+    """The value parts between two quote literals of their own (as :func:`quotes_apart` sets
+    them apart)."""
+    return {i for i, p in enumerate(parts) if p.kind == "value" and 0 < i < len(parts) - 1
+            and parts[i - 1].kind == parts[i + 1].kind == "lit" and parts[i - 1].text == parts[i + 1].text
+            and parts[i + 1].text in ("'", '"')}
 
 
 class TaggedArgs:
@@ -297,13 +301,10 @@ class TaggedArgs:
         sep = [m for m in [stop_of(ts.arg_separator, loose=True)] if m is not None]
         quoted = self._quoted_values()
         for i, p in enumerate(sk.parts):
-            if p.kind == "lit" and i - 1 in quoted:  # (read with the value before it)
+            if p.kind == "lit":
+                if i - 1 not in quoted and i + 1 not in quoted:  # (a value's own quote is read with it)
+                    seq.append(sk.literal(i))
                 step: Step | None = lit_step(p.text, sk.raw(i - 1), sk.raw(i + 1))
-            elif p.kind == "lit" and i + 1 in quoted:  # (the quote: read with the value after it)
-                step = lit_step(p.text, sk.raw(i - 1), sk.raw(i + 1))
-            elif p.kind == "lit":
-                seq.append(sk.literal(i))
-                step = lit_step(p.text, sk.raw(i - 1), sk.raw(i + 1))
             elif p.kind == "key" and not seen_key:
                 # a key the output ends in is kept (the call is shown already: its text is its own)
                 key = Until(sk.stops(i, sep, self.next_unit), to_end=False, end_if=_written)
@@ -333,12 +334,7 @@ class TaggedArgs:
     def _quoted_values(self) -> set[int]:
         """The value parts the template writes between two quotes of its own in Python call
         syntax (see :func:`quotes_apart`)."""
-        parts = self.skeleton.parts
-        if not python_raw(self.ts):
-            return set()
-        return {i for i, p in enumerate(parts) if p.kind == "value" and 0 < i < len(parts) - 1
-                and parts[i - 1].kind == parts[i + 1].kind == "lit" and parts[i + 1].text in ("'", '"')
-                and parts[i - 1].text == parts[i + 1].text}
+        return own_quoted(self.skeleton.parts) if python_raw(self.ts) else set()
 
     def value(self, stops: list[Marker], before: Part | None) -> tuple[Parser, Until | None]:
         """One argument's value: written in the template's value format, raw text up to what

@@ -39,7 +39,7 @@ from analyzer.structures import FunctionFormat, ReasoningMode, TemplateAnalysis,
 from ..calls import section_end, turn_end_like
 from ..message import split_turn_end
 from ..params import generate_parser
-from ..skeleton import quotes_apart
+from ..skeleton import own_quoted, quotes_apart
 from ..parser import MessageParser
 from .fixed_point import CONTENT, RT_TOOLS, FixedPoint
 
@@ -486,8 +486,7 @@ def _without_own_quotes(ts: ToolCallStructure) -> ToolCallStructure:
     see :func:`generator.skeleton.quotes_apart`): a value in them is then written as Python
     writes it."""
     parts = quotes_apart(ts)
-    own = {i for i, p in enumerate(parts) if p.kind == "value" and 0 < i < len(parts) - 1 and
-           parts[i - 1].kind == parts[i + 1].kind == "lit" and parts[i - 1].text == parts[i + 1].text in ("'", '"')}
+    own = own_quoted(parts)
     if not own:
         return ts
     drop = {i - 1 for i in own} | {i + 1 for i in own}
