@@ -7,15 +7,18 @@ Usage::
     git worktree add /tmp/v010 5d898f2          # 0.1.0
     python benchmarks/versus_checkout.py /tmp/v010 [--sizes 1000,...] [--template PATH]
 
-Each side runs in a process of its own (both import ``analyzer`` and ``generator``), fed the
-same texts alternately, one parse or one stream (4-character chunks) at a time after a
-``gc.collect()``; the table shows each side's median wall time and the ratio (this checkout's
-time over the other's: above 1 is slower).
+Each side runs in a process of its own (both import ``analyzer`` and ``generator``), both
+pinned to the same CPU (a shared machine's processes otherwise differ by up to 1.7x on the same
+code), fed the same texts alternately, one batch at a time: a ``gc.collect()``, then runs back to
+back (as ``parse_speed.py`` runs them: warm) for about 20 ms. The table shows each side's median
+time per run over the batches and the ratio (this checkout's time over the other's: above 1 is
+slower).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -24,8 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 WORKER = r"""
-import gc, sys, time
-root, other, template = sys.argv[1], sys.argv[2], sys.argv[3]
+import gc, os, sys, time
+root, other, template, cpu = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {cpu})
 sys.path.insert(0, root)
 from analyzer import analyze_template  # (first: the workload's module puts its own checkout on the path)
 from generator import generate_parser
@@ -34,14 +39,8 @@ from parse_speed import TOOLS, chunks_of, make_output
 parser = generate_parser(analyze_template(template), tools=TOOLS).parser
 print(sys.modules[generate_parser.__module__].__file__, flush=True)  # (which checkout this side runs)
 texts = {}
-for line in sys.stdin:
-    kind, size = line.split()
-    if size not in texts:
-        text = make_output(int(size))[0]
-        texts[size] = text, chunks_of(text)
-    text, chunks = texts[size]
-    gc.collect()
-    t = time.perf_counter()
+
+def once(kind, text, chunks):
     if kind == "one-shot":
         parser.parse(text)
     else:
@@ -49,12 +48,28 @@ for line in sys.stdin:
         for c in chunks:
             s.feed(c)
         s.finish()
-    print(time.perf_counter() - t, flush=True)
+
+for line in sys.stdin:
+    kind, size, runs = line.split()
+    if size not in texts:
+        text = make_output(int(size))[0]
+        texts[size] = text, chunks_of(text)
+    text, chunks = texts[size]
+    gc.collect()
+    t = time.perf_counter()
+    for _ in range(int(runs)):
+        once(kind, text, chunks)
+    print((time.perf_counter() - t) / int(runs), flush=True)
 """
 
 
-def runs_for(size: int) -> int:
-    return 201 if size <= 1_000 else 51 if size <= 10_000 else 21 if size <= 100_000 else 7
+def batches_for(size: int) -> int:
+    return 41 if size <= 10_000 else 21 if size <= 100_000 else 9
+
+
+def per_batch(kind: str, size: int) -> int:
+    """Runs in a batch: about 20 ms of work (a µs per byte streamed, 0.1 one-shot)."""
+    return max(1, round(20_000 / (size * (1 if kind == "stream" else 0.1) + 20)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,13 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     other = args.other.resolve()
     template = str(args.template or other / "templates" / "chatml-think.jinja")
-    sides = {name: subprocess.Popen([sys.executable, "-c", WORKER, str(root), str(other), template], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, text=True, cwd="/")
+    cpu = str(min(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else "0"
+    sides = {name: subprocess.Popen([sys.executable, "-c", WORKER, str(root), str(other), template, cpu],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
              for name, root in (("other", other), ("this", ROOT))}
 
     def timed(name: str, kind: str, size: int) -> float:
         p = sides[name]
-        p.stdin.write(f"{kind} {size}\n")
+        p.stdin.write(f"{kind} {size} {per_batch(kind, size)}\n")
         p.stdin.flush()
         line = p.stdout.readline()
         if not line:
@@ -81,13 +97,13 @@ def main(argv: list[str] | None = None) -> int:
 
     for name, p in sides.items():
         print(f"{name}: {p.stdout.readline().strip()}")
-    print(f"template: {Path(template).name}; median wall time, alternating\n")
+    print(f"template: {Path(template).name}; CPU {cpu}; median time per run over alternating batches\n")
     print("| bytes | kind | other ms | this ms | this ÷ other |")
     print("|---:|---|---:|---:|---:|")
     for size in (int(s) for s in args.sizes.split(",")):
         for kind in ("one-shot", "stream"):
             times: dict[str, list[float]] = {"other": [], "this": []}
-            for _ in range(runs_for(size)):
+            for _ in range(batches_for(size)):
                 for name in times:
                     times[name].append(timed(name, kind, size))
             a, b = statistics.median(times["other"]), statistics.median(times["this"])

@@ -43,11 +43,16 @@ class MessageStream:
         # of ``_hot`` characters is appended to ``_tail`` and reported at once; what the
         # parser's input owes for it is settled before the next chunk that is not (``_settle``)
         self._hot: frozenset[str] | None = None
-        # whitespace a stop marker may take before it: held back at a chunk's end, emitted
-        # with the text that goes on (``_held``: what is held now)
-        self._hot_ws = ""
-        self._lines = False  # spaces after text on a line need not be held (see ``_Fast.lines``)
-        self._hot_end = ""
+        # whitespace a stop marker may take before it (``_Fast.ws``): held back at a chunk's end,
+        # emitted with the text that goes on (``_held``: what is held now)
+        self._hot_end = ""  # (``_Fast.hold``)
+        self._hold_last = ""
+        # armed in JSON arguments: the value's scanner (``_JsonScan``), which reads a chunk alone
+        # while the value goes on (see ``_feed_scanned``); ``_hot`` is its ``stop``
+        self._scan: Any = None
+        # armed in text or arguments, nothing held and nothing to escape: a chunk that does not
+        # end in ``_hold_last`` is appended and reported as it is
+        self._plain = False
         self._held = ""
         self._held0 = 0  # how much was held when the hot path was armed
         self._tail: list[str] = []
@@ -65,39 +70,34 @@ class MessageStream:
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
         hot = self._hot
-        if hot is not None and chunk and hot.isdisjoint(chunk):
-            index = self._index
-            if index == -2:  # the parser waits for a bracket or a quote: nothing to report
+        if hot is not None and hot.isdisjoint(chunk) and chunk:
+            # (the common case: see ``_plain``; a chunk ending in spaces holds none back without a
+            # line break, see ``_Fast.lines``)
+            if self._plain and (chunk[-1] not in self._hold_last or chunk[-1] not in self._hot_end
+                                and "\n" not in chunk and "\r" not in chunk):
+                index = self._index
+                if index == -1:
+                    tail = self._tail
+                    tail.append(chunk)
+                    if len(tail) >= 256:
+                        self._compact()
+                    return [{"type": "region_chunk", "field": self._field, "text": chunk, "dirty": False}]
+                if index >= 0:
+                    self._tail.append(chunk)
+                    return [{"type": "region_chunk", "field": "tool_calls", "index": index, "text": chunk,
+                             "dirty": False}]
+                # the parser waits for a bracket or a quote: nothing to report
                 inp = self._session.inp
                 if self._keep is not None:
                     self._keep.append(chunk)
                 inp.feed(chunk)
                 inp.fast.emitted = inp.end
                 return []
-            last = chunk[-1]
-            if self._held or last in self._hot_end or \
-                    self._lines and last in " \t" and ("\n" in chunk or "\r" in chunk):
-                text = self._held + chunk  # (whitespace a stop may take: held back)
-                body = text.rstrip(self._hot_ws)
-                self._held = text[len(body):]
-                if not body:
-                    return []
-            else:
-                body = chunk
-            tail = self._tail
-            if index >= 0:
-                if self._escape:  # a string value's text, as the JSON string's (its quotes are written apart)
-                    self._fed += len(body)
-                    body = encode_string(body)[1:-1]
-                tail.append(body)
-                return [{"type": "region_chunk", "field": "tool_calls", "index": index, "text": body,
-                         "dirty": False}]
-            tail.append(body)
-            if len(tail) >= 256:
-                self._count_owed()
-                self._asm.text[self._field].compact()
-                self._since = 0
-            return [{"type": "region_chunk", "field": self._field, "text": body, "dirty": False}]
+            return self._feed_held(chunk)
+        if self._scan is not None and chunk:  # JSON arguments: the scanner reads the chunk alone
+            out = self._feed_scanned(chunk)
+            if out is not None:
+                return out
         if self._done:
             raise RuntimeError("feed() after finish()")
         self._settle()
@@ -105,13 +105,56 @@ class MessageStream:
         self._arm()
         return out
 
+    def _feed_held(self, chunk: str) -> list[dict[str, Any]]:
+        """The hot path's other cases: whitespace held back, a string value escaped."""
+        body = self._hold(chunk) if self._held or chunk[-1] in self._hold_last else chunk
+        if not body:
+            return []
+        index = self._index
+        tail = self._tail
+        if index >= 0:
+            if self._escape:  # a string value's text, as the JSON string's (its quotes are written apart)
+                self._fed += len(body)
+                body = encode_string(body)[1:-1]
+            tail.append(body)
+            return [{"type": "region_chunk", "field": "tool_calls", "index": index, "text": body, "dirty": False}]
+        tail.append(body)
+        if len(tail) >= 256:
+            self._compact()
+        return [{"type": "region_chunk", "field": self._field, "text": body, "dirty": False}]
+
+    def _feed_scanned(self, chunk: str) -> list[dict[str, Any]] | None:
+        """A chunk of JSON arguments the value goes on past (None: it ends or breaks the value,
+        the parser reads it): emitted as it is, the input owes it (see ``_settle``)."""
+        scan = self._scan
+        if self._held or not scan.goes_on(chunk):
+            return None
+        self._hot = scan.stop
+        self._tail.append(chunk)
+        return [{"type": "region_chunk", "field": "tool_calls", "index": self._index, "text": chunk, "dirty": False}]
+
+    def _compact(self) -> None:
+        """The text's chunks joined (counted first: see ``_count_owed``)."""
+        self._count_owed()
+        self._asm.text[self._field].compact()
+        self._since = 0
+
+    def _hold(self, chunk: str) -> str:
+        """What of the text emitted so far and ``chunk`` can be emitted now: the whitespace a stop
+        may take before it is held back (with ``lines``, only a run with a line break)."""
+        if not self._held and chunk[-1] not in self._hot_end and "\n" not in chunk and "\r" not in chunk:
+            return chunk  # (spaces after text on a line)
+        text = self._held + chunk
+        body = text.rstrip(self._session.inp.fast.ws)
+        self._held = text[len(body):]
+        self._plain = not self._held and not self._escape
+        return body
+
     def _count_owed(self) -> None:
         """The chunks the hot path added to ``_tail`` and their characters (counted here, not
         per chunk; escaped text is counted as it comes)."""
         tail, since = self._tail, self._since
         n = len(tail)
-        if n == since:
-            return
         self._owed_chunks += n - since
         if not self._escape:
             self._fed += len(tail[since]) if n - since == 1 else sum(map(len, tail[since:]))
@@ -120,10 +163,12 @@ class MessageStream:
     def _settle(self) -> None:
         """The input positions the hot path owes: its chunks were emitted, nothing of them is
         read again but the whitespace it holds back."""
-        if self._hot is not None and self._index != -2:
-            self._count_owed()
-            self._fed += len(self._held) - self._held0  # (fed = text emitted + what it holds more)
-            self._held0 = len(self._held)
+        if (self._hot is not None or self._scan is not None) and self._index != -2:
+            if len(self._tail) != self._since:
+                self._count_owed()
+            if self._held or self._held0:
+                self._fed += len(self._held) - self._held0  # (fed = text emitted + what it holds more)
+                self._held0 = len(self._held)
         if self._owed_chunks:
             inp = self._session.inp
             held = self._held
@@ -141,16 +186,16 @@ class MessageStream:
         """Whether the parser now waits in plain text of the message (content, reasoning, the
         arguments of an announced call or a string value of its tagged arguments) with nothing
         to read back."""
-        self._hot, self._held = None, ""
+        self._hot = self._scan = None  # (what else the hot path reads is set before it is armed again)
         session = self._session
         inp = session.inp
         fast = inp.fast
-        if fast is None or fast.stop is None or session.result is not None:
+        if fast is None or fast.stop is None and not fast.scan or session.result is not None:
             return
         tag = fast.tag
         if not tag:
-            if fast.emitted == inp.end and not fast.ws:
-                self._hot, self._index = fast.stop, -2
+            if fast.emitted == inp.end and not fast.ws and fast.stop is not None:
+                self._hot, self._index, self._plain, self._hold_last = fast.stop, -2, True, ""
             return
         if inp.pins:
             return
@@ -163,10 +208,16 @@ class MessageStream:
                                                           and call.value_streaming):
                 return
             self._index, self._tail, self._escape = call.index, call.args, tag == "arg_value"
-        self._hot, self._hot_ws, self._lines, self._hot_end = fast.stop, fast.ws, fast.lines, fast.hold
-        self._held = inp.get(fast.emitted, inp.end) if fast.emitted != inp.end else ""  # (``_Fast.held``)
-        self._held0 = len(self._held)
+        held = inp.get(fast.emitted, inp.end) if fast.emitted != inp.end else ""  # (``_Fast.held``)
+        self._hot = fast.stop
+        self._hot_end = fast.hold
+        self._hold_last = fast.ends  # (a chunk ending in one of these goes through ``_hold``)
+        self._held = held
+        self._held0 = len(held)
         self._since = len(self._tail)
+        self._plain = not held and not self._escape
+        if fast.scan and tag == "tool_args" and not inp.holds:
+            self._scan = fast
 
     def _feed(self, chunk: str) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -214,7 +265,7 @@ class MessageStream:
     def finish(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         self._settle()
         self._done = True
-        self._hot = None
+        self._hot = self._scan = None
         end, events = self._session.finish()
         out: list[dict[str, Any]] = []
         self._asm.handle(events, out)

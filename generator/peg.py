@@ -30,6 +30,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -151,13 +152,23 @@ class Input:
         return FAIL
 
 
+@functools.lru_cache(maxsize=64)
+def _held_at_end(ws: str, lines: bool) -> tuple[str, str]:
+    """(what, ending a chunk, may be held back; what a chunk that may hold some back can end in):
+    with ``lines``, spaces only after a line break."""
+    if not lines:
+        return ws, ws
+    hold = "".join(c for c in ws if c in "\r\n")
+    return hold, hold + "".join(c for c in " \t" if c in ws)
+
+
 class _Fast:
     """A waiting parser's shortcut for the driver: a chunk that contains none of ``stop``
     characters is plain text of the region, emitted under ``tag`` without resuming the parser
     stack. Subclasses that scan other chunks themselves set ``scan`` (see :class:`_JsonScan`);
     their ``stop`` may be None (no chunk is plain)."""
 
-    __slots__ = ("stop", "tag", "emitted", "ws", "lines", "hold")
+    __slots__ = ("stop", "tag", "emitted", "ws", "lines", "hold", "ends")
     scan = False  # ``step`` reads the chunks that are not plain
 
     def __init__(self, stop: frozenset[str] | None, tag: str | None, emitted: int, ws: str = "",
@@ -171,8 +182,7 @@ class _Fast:
         # spaces and tabs belong to a stop only after a line break (its indentation): after
         # other text they need not be held
         self.lines = lines
-        # what, ending a chunk, may be held back (with ``lines``, spaces only after a line break)
-        self.hold = "".join(c for c in ws if c in "\r\n") if lines else ws
+        self.hold, self.ends = _held_at_end(ws, lines)
 
     def plain(self, chunk: str) -> bool:
         """A chunk that is plain text of the region (nothing in it can start a stop)."""
@@ -522,14 +532,14 @@ def _decision_pattern(cont: tuple[str, ...], closers: tuple[str, ...]) -> re.Pat
 def guard_state(inp: Input, pos: int, guards: Iterable[str]) -> tuple[str | None, bool]:
     """(the longest guard the input starts with, whether a longer guard may still match)."""
     hit, pending = None, False
+    text, at = inp.text, pos - inp.base
     avail = inp.end - pos
     for g in guards:
-        if not g:
-            continue
-        if avail >= len(g):
-            if inp.startswith(g, pos) and (hit is None or len(g) > len(hit)):
+        n = len(g)
+        if n <= avail:
+            if n and text.startswith(g, at) and (hit is None or n > len(hit)):
                 hit = g
-        elif not inp.eof and g.startswith(inp.get(pos, inp.end)):
+        elif not pending and not inp.eof and g.startswith(text[at:]):
             pending = True
     return hit, pending
 
@@ -542,9 +552,25 @@ class Choice(Parser):
     alternatives: Sequence[tuple[tuple[str, ...], Parser]]
     default: Parser | None = None
 
+    @cached_property
+    def _guards(self) -> tuple[re.Pattern[str] | None, dict[str, Parser], int]:
+        """(a pattern of every guard, longest first; the alternative each guard picks: the first
+        that has it; the longest guard's length)."""
+        picks: dict[str, Parser] = {}
+        for guards, p in self.alternatives:
+            for g in guards:
+                if g:
+                    picks.setdefault(g, p)
+        rx = re.compile("|".join(map(re.escape, sorted(picks, key=len, reverse=True)))) if picks else None
+        return rx, picks, max(map(len, picks), default=0)
+
     def _pick(self, inp: Input, pos: int) -> tuple[Parser | None, bool]:
         """(the alternative whose guard is the longest the input starts with, else the default;
         whether a longer guard may still match)."""
+        rx, picks, longest = self._guards
+        if inp.eof or inp.end - pos >= longest:  # (no guard can still be pending)
+            m = rx.match(inp.text, pos - inp.base) if rx is not None else None
+            return (picks[m.group()] if m is not None else self.default), False
         best: tuple[int, Parser] | None = None
         pending = False
         for guards, p in self.alternatives:
@@ -1185,11 +1211,23 @@ class _JsonScan(_Fast):
         return FAIL
 
     def step(self, inp: Input) -> int | None:
+        return self.scan_text(inp.text, self.emitted - inp.base, inp.end - inp.base, inp.base)
+
+    def goes_on(self, chunk: str) -> bool:
+        """Whether the value goes on past ``chunk``, the next text after what was scanned (that
+        the input has not been fed): if so, the state is past it; if not, it is as before."""
+        saved = self.state, self.stack[:], self.lit, self.num, self.stop
+        if self.scan_text(chunk, 0, len(chunk), 0) is None:
+            return True
+        self.state, self.stack, self.lit, self.num, self.stop = saved
+        self.result = None
+        return False
+
+    def scan_text(self, text: str, i: int, n: int, base: int) -> int | None:
+        """Scans ``text[i:n]`` (``base``: the position of ``text[0]``)."""
         if self.result is not None:
             return self.result
-        text, base = inp.text, inp.base
-        n = inp.end - base
-        i, state, stack = self.emitted - base, self.state, self.stack
+        state, stack = self.state, self.stack
         while i < n:
             if state == _STR:
                 m = _STRING_STOPS.search(text, i)
