@@ -255,7 +255,8 @@ class Assembler:
         self._set_name(call, name)
         if call_id:
             call.id = call_id
-        self._ensure_id(call)
+        else:
+            self._ensure_id(call)
         if isinstance(args, str):
             if args[:1] != "{":  # (a plan reads arguments from their first character)
                 self._check_object(call, args)
@@ -318,10 +319,11 @@ class Assembler:
         all of it for every call would cost the square of the output's length)."""
         if call.id is None:
             r, c = self._texts
-            key = (len(r.parts), len(r.tail), len(c.parts), len(c.tail))  # changes with every write
-            if key != self._before[0]:
-                self._before = key, "\x00".join(f"{t.size()}:{t.last(ID_CONTEXT)}" for t in (r, c))
-            call.id = self.id_factory(call.index, call.name, self._before[1])
+            key = len(r.parts), len(r.tail), len(c.parts), len(c.tail)  # changes with every write
+            before = self._before
+            if key != before[0]:
+                before = self._before = key, f"{r.size()}:{r.last(ID_CONTEXT)}\x00{c.size()}:{c.last(ID_CONTEXT)}"
+            call.id = self.id_factory(call.index, call.name, before[1])
 
     def _set_name(self, call: CallState, name: str) -> None:
         call.name = name = name.strip()

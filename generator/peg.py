@@ -789,6 +789,21 @@ class Repeat(Parser):
         """The decision pattern per guards (see :func:`_decision_pattern`), filled as used."""
         return {}
 
+    def _eof_pattern(self, cont: tuple[str, ...] | None, closers: tuple[str, ...]) -> re.Pattern | None:
+        rx = self._eof_patterns.get(cont)
+        if rx is None and cont not in self._eof_patterns:
+            rx = self._eof_patterns[cont] = _decision_pattern(cont or (), closers)
+        return rx
+
+    @staticmethod
+    def _at_eof(inp: Input, at: int, cont: tuple[str, ...] | None, rx: re.Pattern | None) -> bool:
+        """The decision with the whole input at hand (nothing pending: the longest guard at
+        ``at`` decides, a closer on a tie)."""
+        m = rx.match(inp.text, at - inp.base) if rx is not None else None
+        if cont is None:
+            return m is None and at < inp.end
+        return m is not None and m.lastgroup[0] == "c"
+
     def _decision(self, inp: Input, pos: int, cont: tuple[str, ...] | None,
                   closers: tuple[str, ...]) -> bool | None:
         """True to parse another item, False to stop, None while more input may decide."""
@@ -797,14 +812,8 @@ class Repeat(Parser):
             at = _WS_RUN.match(inp.text, pos - inp.base).end() + inp.base
             if at >= inp.end and not inp.eof:
                 return None
-        if inp.eof:  # (nothing pending: the longest guard at hand decides, a closer on a tie)
-            rx = self._eof_patterns.get(cont)
-            if rx is None and cont not in self._eof_patterns:
-                rx = self._eof_patterns[cont] = _decision_pattern(cont or (), closers)
-            m = rx.match(inp.text, at - inp.base) if rx is not None else None
-            if cont is None:
-                return m is None and at < inp.end
-            return m is not None and m.lastgroup[0] == "c"
+        if inp.eof:
+            return self._at_eof(inp, at, cont, self._eof_pattern(cont, closers))
         hit_c, pend_c = guard_state(inp, at, cont or ())
         hit_s, pend_s = guard_state(inp, at, closers)
         if (pend_c or pend_s) and not inp.eof and not (hit_c and not pend_s and not self.closers):
@@ -854,14 +863,16 @@ class Repeat(Parser):
             return pos
         m = mark(inp)
         count = 0
+        item, rx, at_eof = self.item, self._eof_pattern(cont, closers), self._at_eof
         while True:
-            pos = self.item.fast(inp, pos)
+            pos = item.fast(inp, pos)
             if pos < 0:
                 return rollback(inp, m)
             count += 1
             if self.max is not None and count >= self.max:
                 return pos
-            if not self._decision(inp, pos, cont, closers):
+            at = _WS_RUN.match(inp.text, pos - inp.base).end() + inp.base if self.skip_ws else pos
+            if not at_eof(inp, at, cont, rx):  # (``_decision`` at the end of input)
                 return pos if count >= self.min else rollback(inp, m)
             if self.sep is not None:
                 pos = self.sep.fast(inp, pos)
