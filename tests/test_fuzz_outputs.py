@@ -87,7 +87,21 @@ def written_words(text: str) -> Counter[str]:
     return Counter(WORD.findall("".join(t if not is_marker(t) else " " for t in tokenize(text))))
 
 
+def marker_words(text: str) -> Counter[str]:
+    """The words inside an output's markers (``string="true"`` of a parameter's opener)."""
+    return Counter(WORD.findall(" ".join(t for t in tokenize(text) if is_marker(t))))
+
+
 _STRUCTURE: dict[str, Counter[str]] = {}
+
+
+_MARKER_WORDS: dict[str, Counter[str]] = {}
+
+
+def original_marker_words(out: Output) -> Counter[str]:
+    if out.text not in _MARKER_WORDS:
+        _MARKER_WORDS[out.text] = marker_words(out.text)
+    return _MARKER_WORDS[out.text]
 
 
 def structure_words(out: Output) -> Counter[str]:
@@ -128,7 +142,8 @@ def check(out: Output, text: str, rng: random.Random, *, streamed: bool = True, 
     """The four properties for one mutated output ``text`` of ``out``."""
     parser = out.parser
     message = parser.parse(text)
-    written = written_words(text) - structure_words(out)
+    # (a marker an edit broke shows its words: they are structure still)
+    written = written_words(text) - structure_words(out) - (original_marker_words(out) - marker_words(text))
     lost = (payload_words(out) & set(written)) - set(WORD.findall(kept_text(message)))
     if lost:  # (a word the message joins to its neighbour across a call)
         lost -= set(WORD.findall(region_texts(parser, text)))
