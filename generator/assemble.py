@@ -20,6 +20,7 @@ import hashlib
 import itertools
 import json
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from analyzer.structures import FunctionFormat, ToolCallStructure, ValueFormat
@@ -138,14 +139,33 @@ def default_call_id(index: int, name: str, before: str) -> str:
     return "call_" + digest.hexdigest()
 
 
+@dataclass(frozen=True)
+class CallShape:
+    """What the assembler reads of a tool-call structure (once per parser, not per parse)."""
+
+    cdata: bool  # values may be wrapped in CDATA
+    name_part: bool  # the name is a part of its own (else it comes from the id)
+    # a call is announced once its name is read, unless an id may still come: between the name
+    # and the arguments, or after the arguments in a JSON object
+    id_may_follow: bool
+
+    @classmethod
+    def of(cls, ts: ToolCallStructure) -> CallShape:
+        kinds = [p.kind for p in ts.call_parts]
+        id_follows_name = "name" in kinds and "id" in kinds and \
+            kinds.index("name") < kinds.index("id") < (kinds.index("args") if "args" in kinds else len(kinds))
+        return cls(any(f.cdata_chars for _, f in ts.value_formats), "name" in kinds,
+                   id_follows_name or (ts.function_format == FunctionFormat.JSON_OBJECT and bool(ts.id_field)))
+
+
 class Assembler:
     """Turns runtime events into the message and into region events (seed 004 model), each of
     which also reads as an OpenAI-style delta (:func:`as_delta`)."""
 
     def __init__(self, ts: ToolCallStructure, tools: Mapping[str, Mapping[str, Any]] | None,
-                 id_factory: IdFactory | None = None) -> None:
+                 id_factory: IdFactory | None = None, shape: CallShape | None = None) -> None:
         self.ts = ts
-        self.tools = dict(tools or {})
+        self.tools = tools if type(tools) is dict else dict(tools or {})  # (read only)
         self.id_factory = id_factory or default_call_id
         self.text: dict[str, TextBuffer] = {"reasoning_content": TextBuffer(), "content": TextBuffer()}
         self._texts = (self.text["reasoning_content"], self.text["content"])
@@ -160,20 +180,12 @@ class Assembler:
         self._name: list[str] = []
         self._id: list[str] = []
         self._typers: dict[tuple[str, str], Callable[[str], str]] = {}  # see ``_typer``
-        self._cdata = any(f.cdata_chars for _, f in ts.value_formats)
         self._in: str | None = None  # tag of the tool sub-region being read
         self.quiet = False  # build the message only (one-shot parsing): no region events
         # the output's text between two absolute positions, while it is still at hand (None if not)
         self.raw: Callable[[int, int], str | None] | None = None
-        kinds = [p.kind for p in ts.call_parts]
-        self._name_part = "name" in kinds
-        # the id comes between the name and the arguments: a call is announced with it
-        self._id_follows_name = "name" in kinds and "id" in kinds and \
-            kinds.index("name") < kinds.index("id") < (kinds.index("args") if "args" in kinds else len(kinds))
-        # a call is announced once its name is read, unless an id may still come (a JSON object
-        # may write it after the arguments)
-        self._id_may_follow = self._id_follows_name or (ts.function_format == FunctionFormat.JSON_OBJECT
-                                                        and bool(ts.id_field))
+        shape = shape or CallShape.of(ts)
+        self._cdata, self._name_part, self._id_may_follow = shape.cdata, shape.name_part, shape.id_may_follow
 
     # ---- output events
     def _region(self, kind: str, fld: str, **extra: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 from analyzer.errors import ParseError
 from analyzer.structures import TemplateAnalysis, ToolCallStructure
 
-from .assemble import FIELD, Assembler, CallState, IdFactory
+from .assemble import FIELD, Assembler, CallShape, CallState, IdFactory
 from .message import build_message_grammar
 from .state import StartState, start_state
 from .values import encode_string
@@ -34,9 +34,9 @@ class MessageStream:
     """
 
     def __init__(self, grammar: Parser, ts: ToolCallStructure, tools: Mapping[str, Any] | None,
-                 strict: bool = False, id_factory: IdFactory | None = None) -> None:
+                 strict: bool = False, id_factory: IdFactory | None = None, shape: CallShape | None = None) -> None:
         self._session = Session(grammar)
-        self._asm = Assembler(ts, tools, id_factory)
+        self._asm = Assembler(ts, tools, id_factory, shape)
         self._strict = strict
         self._done = False
         # the hot path: while the parser waits in plain text (``_arm``), a chunk without any
@@ -305,6 +305,7 @@ class MessageParser:
         self.analysis = analysis
         self.id_factory = id_factory
         self.tools = {t.get("function", t)["name"]: t.get("function", t) for t in (tools or [])}
+        self._shape = CallShape.of(analysis.tool_call_structure)
         self.state = start_state(analysis, enable_thinking=enable_thinking, prompt=prompt, with_tools=bool(self.tools))
         self.mode = self.state.mode
         self.tools_enabled = tool_choice != "none"
@@ -320,7 +321,7 @@ class MessageParser:
                                      calls_in_reasoning=self._calls_in_reasoning, open_content=state.open_content)
 
     def _stream(self, grammar: Parser, strict: bool) -> MessageStream:
-        return MessageStream(grammar, self.analysis.tool_call_structure, self.tools, strict, self.id_factory)
+        return MessageStream(grammar, self.analysis.tool_call_structure, self.tools, strict, self.id_factory, self._shape)
 
     def stream(self, *, strict: bool = False) -> MessageStream | CompletingStream:
         """An incremental parser: ``feed(chunk) -> events``, ``finish() -> (message, events)``."""
