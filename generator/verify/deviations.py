@@ -305,6 +305,22 @@ def _args_as_string(out: Output) -> list[str]:
         ensure_ascii=False))
 
 
+def _args_as_python_dict(out: Output) -> list[str]:
+    """Arguments written as a Python dict's repr (``{'city': 'Paris'}``, ``True``, ``None``): what
+    a template that prints the arguments object writes."""
+    key = _args_key(out)
+    if key is None:
+        return []
+
+    def how(o: dict[str, Any]) -> str:
+        args = o.get(key)
+        if not isinstance(args, dict) or not args:
+            return json.dumps(o, ensure_ascii=False)
+        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: "
+                               + (repr(v) if k == key else json.dumps(v, ensure_ascii=False)) for k, v in o.items()) + "}"
+    return _rewrite_objects(out, how)
+
+
 def _reordered(out: Output) -> list[str]:
     key = _args_key(out)
     if key is None:
@@ -568,6 +584,7 @@ PERTURBATIONS: tuple[Perturbation, ...] = (
                  _reasoning_unclosed),
     Perturbation("args_key_synonym", "arguments under 'parameters' for 'arguments' (or the reverse)", _synonym),
     Perturbation("args_as_json_string", "arguments given as a JSON-encoded string", _args_as_string),
+    Perturbation("args_as_python_dict", "arguments written as a Python dict", _args_as_python_dict),
     Perturbation("fields_reordered", "the call object's fields in the other order", _reordered, canonical=True),
     Perturbation("object_for_array", "one call object where the template writes an array of one", _array_dropped),
     Perturbation("array_for_object", "a JSON array of calls where the template writes bare objects", _array_added),
