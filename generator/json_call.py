@@ -219,6 +219,8 @@ class JsonCall(Parser):
                     key = json.loads(inp.get(key_start, pos))
                 except ValueError:
                     return inp.fail(key_start, "invalid JSON key")
+                if not isinstance(key, str):  # (a JSON key is a string: ``{{}: 1}`` is no object)
+                    return inp.fail(key_start, "invalid JSON key")
                 pos = yield from skip(pos)
                 if at(pos) != ":":
                     return inp.fail(pos, "expected ':'")

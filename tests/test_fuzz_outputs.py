@@ -87,21 +87,41 @@ def written_words(text: str) -> Counter[str]:
     return Counter(WORD.findall("".join(t if not is_marker(t) else " " for t in tokenize(text))))
 
 
-def marker_words(text: str) -> Counter[str]:
-    """The words inside an output's markers (``string="true"`` of a parameter's opener)."""
-    return Counter(WORD.findall(" ".join(t for t in tokenize(text) if is_marker(t))))
+def markers(text: str) -> Counter[str]:
+    return Counter(t for t in tokenize(text) if is_marker(t))
+
+
+_MARKERS: dict[str, Counter[str]] = {}
+
+
+def broken_marker_words(out: Output, text: str) -> Counter[str]:
+    """The words of the unmutated output's markers that an edit cut and left as text: a marker
+    missing from ``text`` whose longest prefix or suffix at a word's edge stands in its text
+    (``city" string="true">`` of a parameter's opener cut by an inserted marker). A marker an
+    edit deleted, or a cut left without its words, shows none."""
+    if out.text not in _MARKERS:
+        _MARKERS[out.text] = markers(out.text)
+    missing = _MARKERS[out.text] - markers(text)
+    if not missing:
+        return Counter()
+    plain = "".join(t if not is_marker(t) else "\x00" for t in tokenize(text))
+    shown: Counter[str] = Counter()
+    for marker in missing:
+        spans = [m.span() for m in WORD.finditer(marker)]
+        picked = set()
+        for a, _ in spans:  # the longest suffix from a word's start
+            if marker[a:] in plain:
+                picked.update(k for k, (x, _) in enumerate(spans) if x >= a)
+                break
+        for _, b in reversed(spans):  # the longest prefix to a word's end
+            if marker[:b] in plain:
+                picked.update(k for k, (_, y) in enumerate(spans) if y <= b)
+                break
+        shown.update(marker[spans[k][0]:spans[k][1]] for k in picked)
+    return shown
 
 
 _STRUCTURE: dict[str, Counter[str]] = {}
-
-
-_MARKER_WORDS: dict[str, Counter[str]] = {}
-
-
-def original_marker_words(out: Output) -> Counter[str]:
-    if out.text not in _MARKER_WORDS:
-        _MARKER_WORDS[out.text] = marker_words(out.text)
-    return _MARKER_WORDS[out.text]
 
 
 def structure_words(out: Output) -> Counter[str]:
@@ -143,7 +163,7 @@ def check(out: Output, text: str, rng: random.Random, *, streamed: bool = True, 
     parser = out.parser
     message = parser.parse(text)
     # (a marker an edit broke shows its words: they are structure still)
-    written = written_words(text) - structure_words(out) - (original_marker_words(out) - marker_words(text))
+    written = written_words(text) - structure_words(out) - broken_marker_words(out, text)
     lost = (payload_words(out) & set(written)) - set(WORD.findall(kept_text(message)))
     if lost:  # (a word the message joins to its neighbour across a call)
         lost -= set(WORD.findall(region_texts(parser, text)))

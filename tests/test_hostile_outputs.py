@@ -180,3 +180,11 @@ def test_a_stray_key_in_a_call_never_shown_is_content_once():
     and streaming then also differed)."""
     text = '<tool_call>\n{"city": "Paris"}{"function": :\n'
     assert parse(QWEN25, text)["content"] == text  # (parse() also streams it)
+
+
+@pytest.mark.parametrize("text", ['<tool_call>\n{{}: 1}\n</tool_call>', '<tool_call>\n{[]: 1}\n</tool_call>'])
+def test_a_json_key_that_is_not_a_string_is_no_call(text):
+    """A key read as any JSON value was looked up among the name fields: ``{}`` raised TypeError
+    (unhashable) out of a non-strict parse."""
+    message = parse(QWEN25, text)
+    assert message["content"] == text and "tool_calls" not in message and message["parse_error"]
