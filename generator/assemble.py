@@ -230,6 +230,12 @@ class Assembler:
                     self.current.stray.append(ev[1])
                 else:
                     self._content(ev[1], out)
+            elif kind == "content_at":  # text the input no longer holds, as content: (start, end)
+                text = self.raw(ev[1], ev[2]) if self.raw is not None else None
+                if text is None:
+                    self.errors.append({"position": ev[1], "message": f"text up to {ev[2]} no longer at hand"})
+                else:
+                    self._content(text, out)
             elif kind == "warning":
                 self.warnings.append(ev[1])
             elif kind == "deviation":  # a form the template does not write, read anyway (``strict`` refuses it)

@@ -1056,7 +1056,10 @@ class Until(Parser):
             inp.fast = None
             m = self._pattern.search(inp.text, max(scan, emitted) - inp.base) if self._pattern else None
             if self.fences and m is not None:
+                passed = m
                 m = self._past_empty_fence(inp, m, emitted)
+                if m is not passed:  # (later searches start after the fence passed over: not at its own '>')
+                    scan = max(scan, passed.end() + inp.base)
             pending = self._pending_at(inp, m.start() + inp.base, emitted) if m is not None else -1
             if pending >= 0:
                 if self.to_end:

@@ -107,7 +107,8 @@ class Segments(Parser):
             resume = ws_from
         else:  # after the text it read and the last call of this segment that closed whole
             resume = min(fail, max(start, inp.chunk_pos, inp.region_end))
-        if inp.get(resume, fail).strip() in self._ends:  # only the end of the turn: dropped as usual
+        at_hand = resume >= inp.base  # (streaming: text a parser skipped untagged may be gone)
+        if at_hand and inp.get(resume, fail).strip() in self._ends:  # only the end of the turn: dropped as usual
             resume = fail
         if fail <= resume:
             fail = resume
@@ -116,9 +117,11 @@ class Segments(Parser):
         while inp.end < upto and not inp.eof:
             yield NEED
         upto = min(upto, inp.end)
-        if upto > resume:
+        if upto > resume and resume >= inp.base:
             inp.events += [("open", "content"), ("chunk", "content", inp.get(resume, upto)),
                            ("close", "content")]
+        elif upto > resume:  # the driver may still hold it (see ``Assembler.raw``)
+            inp.events.append(("content_at", resume, upto))
         return upto
 
 

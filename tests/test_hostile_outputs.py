@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from test_parser import QWEN25, calls, parse, strict_error
+from generator import generate_parser
+from test_parser import QWEN25, TOOLS, analysis, calls, parse, strict_error
 
 KIMI = "llama.cpp/Kimi-K2-Instruct.jinja"
 FUNCTIONARY = "llama.cpp/meetkai-functionary-medium-v3.2.jinja"
@@ -188,3 +189,25 @@ def test_a_json_key_that_is_not_a_string_is_no_call(text):
     (unhashable) out of a non-strict parse."""
     message = parse(QWEN25, text)
     assert message["content"] == text and "tool_calls" not in message and message["parse_error"]
+
+
+@pytest.mark.parametrize("name, text", [
+    # a call without a name broken after a whole one: the text the value scanner had read,
+    # untagged, was dropped from the input before the segment's abort wrote it as content
+    ("extra/NousResearch-Kimi-K2-Thinking-Alternate-Tokenizer.jinja",
+     '<tool_call>{"":"","arguments":}</tool_call><tool_call>{"name":[i'),
+    # a fence passed over at the start of a name, then a chunk ending inside the next one: the
+    # next search began inside the fence passed over and took its '>' for the name's end
+    ("extra/Qwen-Qwen-AgentWorld-35B-A3B.jinja",
+     "<tool_call>\n<function=</function></function>>\n</function>\n</tool_call><|im_end|>\n"),
+])
+def test_streamed_in_two_at_any_point_is_one_shot(name, text):
+    """Found by a review's fuzzing (both before this stop's changes too)."""
+    parser = generate_parser(analysis(name), tools=TOOLS, enable_thinking=False).parser
+    one = parser.parse(text)
+    assert "tool_calls" not in one and one["content"] == text.removesuffix("<|im_end|>\n")
+    for cut in range(1, len(text)):
+        stream = parser.stream()
+        stream.feed(text[:cut])
+        stream.feed(text[cut:])
+        assert stream.finish()[0] == one, cut
