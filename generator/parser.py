@@ -46,7 +46,7 @@ class MessageStream:
         # whitespace a stop marker may take before it (``_Fast.ws``): held back at a chunk's end,
         # emitted with the text that goes on (``_held``: what is held now)
         self._hot_end = ""  # (``_Fast.hold``)
-        self._hold_last = ""
+        self._hold_last = ""  # (``_Fast.ends``)
         # armed in JSON arguments: the value's scanner (``_JsonScan``), which reads a chunk alone
         # while the value goes on (see ``_feed_scanned``); ``_hot`` is its ``stop``
         self._scan: Any = None
@@ -71,29 +71,32 @@ class MessageStream:
     def feed(self, chunk: str) -> list[dict[str, Any]]:
         hot = self._hot
         if hot is not None and hot.isdisjoint(chunk) and chunk:
-            # (the common case: see ``_plain``; a chunk ending in spaces holds none back without a
-            # line break, see ``_Fast.lines``)
-            if self._plain and (chunk[-1] not in self._hold_last or chunk[-1] not in self._hot_end
-                                and "\n" not in chunk and "\r" not in chunk):
-                index = self._index
-                if index == -1:
-                    tail = self._tail
-                    tail.append(chunk)
-                    if len(tail) >= 256:
-                        self._compact()
-                    return [{"type": "region_chunk", "field": self._field, "text": chunk, "dirty": False}]
-                if index >= 0:
-                    self._tail.append(chunk)
-                    return [{"type": "region_chunk", "field": "tool_calls", "index": index, "text": chunk,
-                             "dirty": False}]
-                # the parser waits for a bracket or a quote: nothing to report
-                inp = self._session.inp
-                if self._keep is not None:
-                    self._keep.append(chunk)
-                inp.feed(chunk)
-                inp.fast.emitted = inp.end
-                return []
-            return self._feed_held(chunk)
+            # (a chunk is emitted as it is unless something is held back or escaped (``_plain``),
+            # or it ends in whitespace a stop may take: spaces only with a line break, see
+            # ``_Fast.lines``)
+            if not self._plain or chunk[-1] in self._hold_last and (
+                    chunk[-1] in self._hot_end or "\n" in chunk or "\r" in chunk):
+                chunk = self._unplain(chunk)
+                if not chunk:
+                    return []
+            index = self._index
+            if index == -1:
+                tail = self._tail
+                tail.append(chunk)
+                if len(tail) >= 256:
+                    self._compact()
+                return [{"type": "region_chunk", "field": self._field, "text": chunk, "dirty": False}]
+            if index >= 0:
+                self._tail.append(chunk)
+                return [{"type": "region_chunk", "field": "tool_calls", "index": index, "text": chunk,
+                         "dirty": False}]
+            # the parser waits for a bracket or a quote: nothing to report
+            inp = self._session.inp
+            if self._keep is not None:
+                self._keep.append(chunk)
+            inp.feed(chunk)
+            inp.fast.emitted = inp.end
+            return []
         if self._scan is not None and chunk:  # JSON arguments: the scanner reads the chunk alone
             out = self._feed_scanned(chunk)
             if out is not None:
@@ -105,23 +108,20 @@ class MessageStream:
         self._arm()
         return out
 
-    def _feed_held(self, chunk: str) -> list[dict[str, Any]]:
-        """The hot path's other cases: whitespace held back, a string value escaped."""
-        body = self._hold(chunk) if self._held or chunk[-1] in self._hold_last else chunk
-        if not body:
-            return []
-        index = self._index
-        tail = self._tail
-        if index >= 0:
-            if self._escape:  # a string value's text, as the JSON string's (its quotes are written apart)
-                self._fed += len(body)
-                body = encode_string(body)[1:-1]
-            tail.append(body)
-            return [{"type": "region_chunk", "field": "tool_calls", "index": index, "text": body, "dirty": False}]
-        tail.append(body)
-        if len(tail) >= 256:
-            self._compact()
-        return [{"type": "region_chunk", "field": self._field, "text": body, "dirty": False}]
+    def _unplain(self, chunk: str) -> str:
+        """What a hot-path chunk emits when it is not plain: with the text held back before it,
+        less the whitespace a stop may take after it (held back now); a string value's text as
+        the JSON string's (its quotes are written apart)."""
+        if self._held or chunk[-1] in self._hot_end or \
+                chunk[-1] in self._hold_last and ("\n" in chunk or "\r" in chunk):
+            text = self._held + chunk
+            chunk = text.rstrip(self._session.inp.fast.ws)
+            self._held = text[len(chunk):]
+            self._plain = not self._held and not self._escape
+        if self._escape and chunk:
+            self._fed += len(chunk)
+            chunk = encode_string(chunk)[1:-1]
+        return chunk
 
     def _feed_scanned(self, chunk: str) -> list[dict[str, Any]] | None:
         """A chunk of JSON arguments the value goes on past (None: it ends or breaks the value,
@@ -138,17 +138,6 @@ class MessageStream:
         self._count_owed()
         self._asm.text[self._field].compact()
         self._since = 0
-
-    def _hold(self, chunk: str) -> str:
-        """What of the text emitted so far and ``chunk`` can be emitted now: the whitespace a stop
-        may take before it is held back (with ``lines``, only a run with a line break)."""
-        if not self._held and chunk[-1] not in self._hot_end and "\n" not in chunk and "\r" not in chunk:
-            return chunk  # (spaces after text on a line)
-        text = self._held + chunk
-        body = text.rstrip(self._session.inp.fast.ws)
-        self._held = text[len(body):]
-        self._plain = not self._held and not self._escape
-        return body
 
     def _count_owed(self) -> None:
         """The chunks the hot path added to ``_tail`` and their characters (counted here, not
@@ -211,7 +200,7 @@ class MessageStream:
         held = inp.get(fast.emitted, inp.end) if fast.emitted != inp.end else ""  # (``_Fast.held``)
         self._hot = fast.stop
         self._hot_end = fast.hold
-        self._hold_last = fast.ends  # (a chunk ending in one of these goes through ``_hold``)
+        self._hold_last = fast.ends  # (a chunk ending in one of these may hold whitespace back)
         self._held = held
         self._held0 = len(held)
         self._since = len(self._tail)

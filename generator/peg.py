@@ -30,11 +30,10 @@ Example::
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Callable, Generator, Iterable, Sequence
 
 import regex
@@ -152,7 +151,7 @@ class Input:
         return FAIL
 
 
-@functools.lru_cache(maxsize=64)
+@lru_cache(maxsize=64)
 def _held_at_end(ws: str, lines: bool) -> tuple[str, str]:
     """(what, ending a chunk, may be held back; what a chunk that may hold some back can end in):
     with ``lines``, spaces only after a line break."""
@@ -795,6 +794,10 @@ class Repeat(Parser):
             rx = self._eof_patterns[cont] = _decision_pattern(cont or (), closers)
         return rx
 
+    def _next_at(self, inp: Input, pos: int) -> int:
+        """Where the next item would start (past whitespace with ``skip_ws``)."""
+        return _WS_RUN.match(inp.text, pos - inp.base).end() + inp.base if self.skip_ws else pos
+
     @staticmethod
     def _at_eof(inp: Input, at: int, cont: tuple[str, ...] | None, rx: re.Pattern | None) -> bool:
         """The decision with the whole input at hand (nothing pending: the longest guard at
@@ -807,11 +810,9 @@ class Repeat(Parser):
     def _decision(self, inp: Input, pos: int, cont: tuple[str, ...] | None,
                   closers: tuple[str, ...]) -> bool | None:
         """True to parse another item, False to stop, None while more input may decide."""
-        at = pos
-        if self.skip_ws:
-            at = _WS_RUN.match(inp.text, pos - inp.base).end() + inp.base
-            if at >= inp.end and not inp.eof:
-                return None
+        at = self._next_at(inp, pos)
+        if self.skip_ws and at >= inp.end and not inp.eof:
+            return None
         if inp.eof:
             return self._at_eof(inp, at, cont, self._eof_pattern(cont, closers))
         hit_c, pend_c = guard_state(inp, at, cont or ())
@@ -871,8 +872,7 @@ class Repeat(Parser):
             count += 1
             if self.max is not None and count >= self.max:
                 return pos
-            at = _WS_RUN.match(inp.text, pos - inp.base).end() + inp.base if self.skip_ws else pos
-            if not at_eof(inp, at, cont, rx):  # (``_decision`` at the end of input)
+            if not at_eof(inp, self._next_at(inp, pos), cont, rx):  # (``_decision`` at the end of input)
                 return pos if count >= self.min else rollback(inp, m)
             if self.sep is not None:
                 pos = self.sep.fast(inp, pos)
