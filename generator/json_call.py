@@ -97,8 +97,8 @@ class JsonCall(Parser):
                 return None  # a number may go on
             if number_cut(text, i, j):
                 return None
-            if self.name_as_key and named[0]:
-                events.append(("error", i + inp.base, f"extra key {key!r} in the call object (ignored)"))
+            if self.name_as_key and named[0]:  # (a key after the name's: kept as content)
+                events += self._stray(key_at + inp.base, key, text[key_at:j])
             elif self.name_as_key:
                 named[0] = True
                 events += [("open", "tool_name"), ("chunk", "tool_name", key), ("close", "tool_name"),
@@ -151,6 +151,20 @@ class JsonCall(Parser):
         """A field the template does not write, read nowhere else: reported, kept as content (by
         the assembler: once the call is shown; a call never shown is kept verbatim, field and all)."""
         return [("error", pos, f"key {key!r} in the call object (kept as content)"), ("stray", field)]
+
+    def _kept(self, inp: Input, key_at: int, key: str, pos: int) -> Run:
+        """The field from ``key_at`` whose value starts at ``pos``, read nowhere else: kept whole
+        (the text from its key on stays at hand), as content (see ``_stray``); its end."""
+        inp.pin(key_at)
+        try:
+            pos = yield from self._skip_value.run(inp, pos)
+        finally:
+            inp.unpin(key_at)
+        if pos != FAIL:
+            inp.events += self._stray(key_at, key, inp.get(key_at, pos))
+            inp.chunks += 1  # (text read: a break after it resumes past it)
+            inp.chunk_pos = pos
+        return pos
 
     def _unknown(self, key: str) -> str:
         return f"arguments read from the call's {key!r} key (the template writes {self.args_key!r})"
@@ -227,8 +241,9 @@ class JsonCall(Parser):
                 pos = yield from skip(pos + 1)
             inp.recovered = False
             value: Parser | None = self._skip_value
-            if self.name_as_key and named[0]:
-                inp.events.append(("error", pos, f"extra key {key!r} in the call object (ignored)"))
+            if self.name_as_key and named[0]:  # (a key after the name's: kept as content)
+                pos = yield from self._kept(inp, key_at, key, pos)
+                value = None
             elif self.name_as_key:
                 named[0] = True
                 inp.events += [("open", "tool_name"), ("chunk", "tool_name", key), ("close", "tool_name")]
@@ -263,17 +278,8 @@ class JsonCall(Parser):
                 if key not in self.wrappers:
                     inp.events.append(("deviation", pos, _wrapped(key)))
                 pos = yield from self._object(inp, pos, named)
-            elif key not in self.own_keys:  # kept whole: the text from its key on stays at hand
-                inp.pin(key_at)
-                try:
-                    pos = yield from self._skip_value.run(inp, pos)
-                finally:
-                    inp.unpin(key_at)
-                if pos == FAIL:
-                    return FAIL
-                inp.events += self._stray(key_at, key, inp.get(key_at, pos))
-                inp.chunks += 1  # (text read: a break after it resumes past it)
-                inp.chunk_pos = pos
+            elif key not in self.own_keys:
+                pos = yield from self._kept(inp, key_at, key, pos)
                 value = None
             if value is not None:
                 r = value.fast(inp, pos)

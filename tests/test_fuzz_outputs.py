@@ -27,7 +27,7 @@ import json
 import random
 import re
 from collections import Counter
-from typing import Any
+from typing import Any, Sequence
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -87,8 +87,8 @@ def written_words(text: str) -> Counter[str]:
     return Counter(WORD.findall("".join(t if not is_marker(t) else " " for t in tokenize(text))))
 
 
-def markers(text: str) -> Counter[str]:
-    return Counter(t for t in tokenize(text) if is_marker(t))
+def markers(tokens: Sequence[str]) -> Counter[str]:
+    return Counter(t for t in tokens if is_marker(t))
 
 
 _MARKERS: dict[str, Counter[str]] = {}
@@ -100,11 +100,12 @@ def broken_marker_words(out: Output, text: str) -> Counter[str]:
     (``city" string="true">`` of a parameter's opener cut by an inserted marker). A marker an
     edit deleted, or a cut left without its words, shows none."""
     if out.text not in _MARKERS:
-        _MARKERS[out.text] = markers(out.text)
-    missing = _MARKERS[out.text] - markers(text)
+        _MARKERS[out.text] = markers(tokenize(out.text))
+    tokens = tokenize(text)
+    missing = _MARKERS[out.text] - markers(tokens)
     if not missing:
         return Counter()
-    plain = "".join(t if not is_marker(t) else "\x00" for t in tokenize(text))
+    plain = "".join(t if not is_marker(t) else "\x00" for t in tokens)
     shown: Counter[str] = Counter()
     for marker in missing:
         spans = [m.span() for m in WORD.finditer(marker)]

@@ -157,6 +157,15 @@ def test_keys_the_template_does_not_write_in_a_call_object_are_content():
     assert "parse_error" not in parse(QWEN25, quiet)
 
 
+def test_keys_after_a_name_written_as_the_key_are_content():
+    """``{"get_weather": {...}, "days": 3}``: the keys after the name's were dropped, reported
+    as ignored (found by the slow hypothesis run on Apertus)."""
+    text = '<|tools_prefix|>[{"get_weather": {"city": "Paris"}, "days": 3, "metric": true}}]<|tools_suffix|>'
+    message = parse("llama.cpp/Apertus-8B-Instruct.jinja", text)
+    assert calls(message) == [("get_weather", {"city": "Paris"})]
+    assert words("days 3 metric true") <= words(message["content"]) and "'days'" in message["parse_error"]["message"]
+
+
 @pytest.mark.parametrize("text", ['["a" "b"]', "['a' 'b']", '{"k": "a"\n "b"}'])
 def test_python_literals_never_join_strings_written_side_by_side(text):
     """Python reads ``["a" "b"]`` as ``["ab"]``: a forgotten comma merged two values."""
