@@ -38,6 +38,8 @@ from typing import Any, Callable, Generator, Iterable, Sequence
 
 import regex
 
+from .marker_search import marker_search
+
 FAIL = -1
 SLOW = -2    # ``fast()`` cannot answer without waiting for input: use ``run()``
 NEED = None  # what a parser yields when it needs more input
@@ -864,18 +866,22 @@ class Repeat(Parser):
             return pos
         m = mark(inp)
         count = 0
-        item, rx, at_eof = self.item, self._eof_pattern(cont, closers), self._at_eof
+        # (``_decision`` at the end of input: ``_next_at`` and ``_at_eof`` inlined, once per item)
+        item, sep, most, rx = self.item, self.sep, self.max, self._eof_pattern(cont, closers)
+        text, base, end, ws = inp.text, inp.base, inp.end, _WS_RUN.match if self.skip_ws else None
         while True:
             pos = item.fast(inp, pos)
             if pos < 0:
                 return rollback(inp, m)
             count += 1
-            if self.max is not None and count >= self.max:
+            if most is not None and count >= most:
                 return pos
-            if not at_eof(inp, self._next_at(inp, pos), cont, rx):  # (``_decision`` at the end of input)
+            at = ws(text, pos - base).end() if ws is not None else pos - base
+            hit = rx.match(text, at) if rx is not None else None
+            if not (hit is None and at + base < end if cont is None else hit is not None and hit.lastgroup[0] == "c"):
                 return pos if count >= self.min else rollback(inp, m)
-            if self.sep is not None:
-                pos = self.sep.fast(inp, pos)
+            if sep is not None:
+                pos = sep.fast(inp, pos)
                 if pos < 0:
                     return rollback(inp, m)
 
@@ -917,8 +923,7 @@ class Until(Parser):
         self.fences = frozenset(fences).difference(self.cores)
         found = set(self.cores) | self.fences
         self.maxlen = max((len(c) for c in found), default=0)
-        self._pattern = re.compile("|".join(re.escape(c) for c in sorted(found, key=len, reverse=True))) \
-            if found else None
+        self._search = marker_search(found) if found else None  # (the longest at one position)
         self.maxcore = max((len(c) for c in self.cores), default=0)
         self._prefixes = frozenset(c[:k] for c in self.cores for k in range(1, len(c)))  # (see ``_held``)
         self._by_core: dict[str, list[Marker]] = {}  # the stops of each core (what ``_trim`` reads)
@@ -948,7 +953,7 @@ class Until(Parser):
         """A fence right at ``start`` (an empty field) is passed over: the field then fails the
         usual way if nothing else comes."""
         while m is not None and m.start() + inp.base == start and m.group(0) in self.fences:
-            m = self._pattern.search(inp.text, m.end())
+            m = self._search(inp.text, m.end())
         return m
 
     def _finish(self, inp: Input, emitted: int, hit: int, core: str) -> int:
@@ -988,11 +993,11 @@ class Until(Parser):
 
     def search(self, text: str, i: int) -> re.Match | None:
         """The first stop or fence in ``text`` from ``i`` (``searcher``: the same, faster)."""
-        return self._pattern.search(text, i) if self._pattern is not None else None
+        return self._search(text, i) if self._search is not None else None
 
     @property
     def searcher(self) -> Callable[[str, int], re.Match | None]:
-        return self._pattern.search if self._pattern is not None else self.search
+        return self._search if self._search is not None else self.search
 
     def rules(self, core: str) -> list[Marker]:
         """The stops whose core is ``core`` (together they say what whitespace it takes)."""
@@ -1002,12 +1007,12 @@ class Until(Parser):
         """Where this text, from ``i`` of a complete ``text``, ends at one of its stops (what a
         one-shot :meth:`fast` reads, without events); -1 when it does not end at a stop (none
         follows, or a fence comes first)."""
-        if self._pattern is None:
+        if self._search is None:
             return -1
-        m = self._pattern.search(text, i)
+        m = self._search(text, i)
         fences = self.fences
         while m is not None and m.start() == i and m.group(0) in fences:
-            m = self._pattern.search(text, m.end())
+            m = self._search(text, m.end())
         if m is None or m.group(0) in fences:
             return -1
         return self._trim(text, i, m.start(), m.group(0))
@@ -1034,7 +1039,7 @@ class Until(Parser):
         return -1
 
     def fast(self, inp: Input, pos: int) -> int:
-        m = self._pattern.search(inp.text, pos - inp.base) if self._pattern else None
+        m = self._search(inp.text, pos - inp.base) if self._search else None
         if self.fences and m is not None:
             m = self._past_empty_fence(inp, m, pos)
         if m is not None:
@@ -1054,7 +1059,7 @@ class Until(Parser):
             if inp.fast is not None and inp.fast.tag == tag:
                 emitted = max(emitted, inp.fast.emitted)
             inp.fast = None
-            m = self._pattern.search(inp.text, max(scan, emitted) - inp.base) if self._pattern else None
+            m = self._search(inp.text, max(scan, emitted) - inp.base) if self._search else None
             if self.fences and m is not None:
                 passed = m
                 m = self._past_empty_fence(inp, m, emitted)
