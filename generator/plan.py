@@ -215,15 +215,25 @@ _SLOT_VAR = {NAME: "name", ID: "call_id", INDEX: "index", KEY: "key", VALUE: "va
 _NEAR = 256  # characters a slot's stop is looked for with ``str.find`` (names, ids, keys)
 
 
+def _other_firsts(until: Until, core: str) -> str | None:
+    """The first characters of the slot's other stops and fences, when none of them can match
+    where ``core`` does (then the slot ends at the first ``core`` with none of them before it);
+    else None (the reader's search decides)."""
+    others = (set(until.cores) | until.fences) - {core}
+    if any(o.startswith(core) or core.startswith(o) for o in others):
+        return None
+    return "".join(sorted({o[0] for o in others}))
+
+
 def _find_stop(code: _Code, until: Until, core: str, d: int) -> None:
     """``h``: where the slot's text ends at ``core``, its first stop (else no call: a fence,
     another marker, none; the general reader decides). When no other stop or fence can match
     where ``core`` does, ``core`` is looked for with ``str.find`` near ``i``, and the text before
     it for the other markers' first characters; where one stands, the reader's search decides."""
-    others = (set(until.cores) | until.fences) - {core}
-    if not any(o.startswith(core) or core.startswith(o) for o in others):
+    firsts = _other_firsts(until, core)
+    if firsts is not None:
         code.line(d, f"h = text.find({code.value(core)}, i, i + {_NEAR})")
-        test = " or ".join(["h < 0"] + [f"text.find({c!r}, i, h) >= 0" for c in sorted({o[0] for o in others})])
+        test = " or ".join(["h < 0"] + [f"text.find({c!r}, i, h) >= 0" for c in firsts])
         code.line(d, f"if {test}:")
         d += 1
     code.line(d, f"m = {code.value(until.searcher)}(text, i)")
@@ -238,7 +248,85 @@ def _check_index(code: _Code, what: str, d: int) -> None:
         code.line(d + 1, "return None")
 
 
+# A run of literals and slots that end at a literal (a name and an index between markers) is
+# also tried as one regular expression: one match reads the run for about the cost of two of its
+# steps. Where it does not match, the steps read the run as above (the expression only takes
+# what they would take: a slot's text up to the first ``core`` with no other marker's first
+# character before it).
+
+_WS_RX = "[ \t\n\r]*"  # (what ``_WS`` skips)
+
+
+def _slot_rx(until: Until, fused: tuple[str, str, str, bool] | None) -> str | None:
+    """The expression of a fused slot up to its literal's end, or None when only the steps read it."""
+    if fused is None:
+        return None
+    core, ws, rest, ws_after = fused
+    firsts = _other_firsts(until, core)
+    if firsts is None:
+        return None
+    if len(core) == 1 or core[0] in firsts:  # the text cannot run past the core's first character:
+        # its first occurrence is the core's (with the whitespace it takes before it), or no match
+        text = "([^" + re.escape("".join(sorted(set(firsts + core[0])))) + "]*)"
+    elif not ws:  # the first core with no other marker's first character before it (and no
+        # core: not a later one where the literal's rest does not follow the first)
+        text = "((?:(?!" + re.escape(core) + ")" + ("[^" + re.escape(firsts) + "]" if firsts else r"[\s\S]") + ")*)"
+    else:  # (a later core with the whitespace before it is not what the steps read)
+        return None
+    return text + re.escape(ws + core + rest) + (_WS_RX if ws_after else "")
+
+
+def _lit_rx(op: tuple, after_ws: bool) -> str:
+    _, core, ws_before, ws_after = op
+    return (_WS_RX if ws_before and not after_ws else "") + re.escape(core) + (_WS_RX if ws_after else "")
+
+
+def _runs(ops: list[tuple]) -> list[tuple[list[tuple], str | None]]:
+    """The ops in runs, each with its expression (None: read by steps only)."""
+    runs: list[tuple[list[tuple], str | None]] = []
+    run: list[tuple] = []
+    parts: list[str] = []
+    slots = 0
+
+    def close() -> None:
+        nonlocal run, parts, slots
+        if run:
+            runs.append((run, "".join(parts) if slots else None))
+        run, parts, slots = [], [], 0
+
+    for op in ops:
+        if op[0] == LIT:
+            parts.append(_lit_rx(op, bool(parts) and parts[-1].endswith(_WS_RX)))
+            run.append(op)
+        elif op[0] == "slot" and (rx := _slot_rx(op[2], op[3])) is not None:
+            parts.append(rx)
+            run.append(op)
+            slots += 1
+        else:
+            close()
+            runs.append(([op], None))
+    close()
+    return runs
+
+
 def _steps(code: _Code, ops: list[tuple], d: int) -> None:
+    for run, rx in _runs(ops):
+        if rx is None:
+            _step_by_step(code, run, d)
+            continue
+        names = [_SLOT_VAR[op[1]] for op in run if op[0] == "slot"]
+        code.line(d, f"m = {code.value(re.compile(rx).match)}(text, i)")
+        code.line(d, "if m is not None:")
+        code.line(d + 1, f"{', '.join(names)}{',' if len(names) == 1 else ''} = m.groups()")
+        if "index" in names:
+            _check_index(code, INDEX, d + 1)
+        code.line(d + 1, "i = m.end()")
+        code.line(d, "else:")
+        _step_by_step(code, run, d + 1)
+        code.after_ws = rx.endswith(_WS_RX)
+
+
+def _step_by_step(code: _Code, ops: list[tuple], d: int) -> None:
     for op in ops:
         kind = op[0]
         if kind == LIT:

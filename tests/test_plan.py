@@ -57,6 +57,17 @@ def test_a_slot_ends_at_its_stop_only_where_no_other_marker_comes_first():
     assert XML.read(text, 0) == (len(text), "f", None, [(long_key, "x y"), ("b", "2")])
 
 
+def test_a_slot_ends_at_its_first_stop_where_the_literal_after_it_must_follow():
+    plan = CallPlan([lit_step("<c>", False, True), (NAME, _until("</n>")), lit_step("</n>\n<a>", True, False),
+                     (JSON, None), lit_step("</c>", False, False)])
+    assert plan.read("<c>f</n>\n<a>{}</c>", 0) == (18, "f", None, "{}")
+    assert plan.read("<c>f</n>x</n>\n<a>{}</c>", 0) is None  # (not a later stop the rest follows)
+    key = CallPlan([lit_step("<c>", False, True), (NAME, _until(":", "<e>")), lit_step(":", True, False),
+                    (JSON, None), lit_step("<e>", False, False)])
+    assert key.read("<c>f:{}<e>", 0) == (10, "f", None, "{}")
+    assert key.read("<c>f<e>:{}<e>", 0) is None  # (another stop first)
+
+
 def test_json_arguments_end_where_the_decoder_ends():
     plan = CallPlan([lit_step("[C]", False, True), (NAME, _until("[A]")), lit_step("[A]", True, False),
                      (JSON, None), lit_step("[E]", False, False)])
