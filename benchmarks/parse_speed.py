@@ -34,7 +34,7 @@ The lower bound (``LB``) is a hand-written single-pass ``str.find`` splitter for
 knowing that format's markers: it builds the same message (reasoning and content stripped, the
 calls' arguments as JSON text: the model's own bytes for JSON arguments, validated by
 ``json.loads``; for XML arguments the values typed by the tool schema and ``json.dumps`` of the
-dict, once per call; an id per call hashed like ours). Its streamed form keeps a buffer of the
+dict, once per call; an id per call by our ``default_call_id``). Its streamed form keeps a buffer of the
 text not yet read, searches each marker from where it stopped, holds back a marker cut by the
 chunk's end and the whitespace that may end a field, and emits tuples for text and argument bytes
 (XML values JSON-escaped as they come); a chunk inside a text field that cannot start its end
@@ -66,7 +66,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
 import importlib.util
 import json
 import re
@@ -89,7 +88,7 @@ from analyzer.caps import tool_call_messages, tool_forms  # noqa: E402
 from analyzer.corpus import corpus_dir  # noqa: E402
 from analyzer.limits import RenderLimits  # noqa: E402
 from analyzer.prober import Prober  # noqa: E402
-from generator import generate_parser  # noqa: E402
+from generator import default_call_id, generate_parser  # noqa: E402
 from generator.verify.fixed_point import generated_text, kwargs_for  # noqa: E402
 
 TOOLS = [{"type": "function", "function": {
@@ -175,8 +174,7 @@ for _m in (THINK, THINK_END, CALL, CALL_END, FUNC_END, VALUE_END, SECTION, SECTI
 
 
 def _call(index: int, name: str, args: str, before: str) -> dict[str, Any]:
-    digest = hashlib.blake2b(f"{index}\x00{name}\x00{before}".encode(), digest_size=12).hexdigest()
-    return {"id": "call_" + digest, "type": "function", "function": {"name": name, "arguments": args}}
+    return {"id": default_call_id(index, name, before), "type": "function", "function": {"name": name, "arguments": args}}
 
 
 def _before(reasoning: str | None, content: str | None) -> str:

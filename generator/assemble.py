@@ -21,6 +21,7 @@ import itertools
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping
 
 from analyzer.structures import FunctionFormat, ToolCallStructure, ValueFormat
@@ -62,15 +63,14 @@ class CallState:
 
 
 class WholeCall:
-    """A call read whole by its plan (one-shot): only what a finished call holds."""
+    """A call read whole by its plan (one-shot), as its arguments are checked and typed (the
+    message keeps the call's dict)."""
 
-    __slots__ = ("index", "name", "id", "args", "key", "arg_type", "errors")
+    __slots__ = ("index", "name", "key", "arg_type", "errors")
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, name: str) -> None:
         self.index = index
-        self.name = ""
-        self.id: str | None = None
-        self.args: list[str] = []
+        self.name = name
         self.key = ""  # (the argument being typed)
         self.arg_type = ""
         self.errors: list[str] = []
@@ -124,19 +124,30 @@ ID_CONTEXT = 64  # characters of reasoning and of content before a call that its
 
 
 def default_call_id(index: int, name: str, before: str) -> str:
-    """``call_`` and 24 hex digits of a hash of the call's index and name and the text the
-    output holds before it (the length and the last :data:`ID_CONTEXT` characters of reasoning
-    and of content):
-    deterministic, so a conversation rendered again with the parsed message keeps its ids (and
-    its prefix cache).
+    """``call_`` and 24 hex digits: 12 of a hash of the text the output holds before the call
+    (the length and the last :data:`ID_CONTEXT` characters of reasoning and of content), 8 of a
+    hash of its name, 4 of its index (more past 65535): deterministic, so a conversation rendered
+    again with the parsed message keeps its ids (and its prefix cache). Each hash is computed
+    once per distinct text: the calls of one section share the text before them.
 
     Example::
 
         >>> default_call_id(0, "get_weather", "") == default_call_id(0, "get_weather", "")
         True
+        >>> len({default_call_id(i, n, b) for i in (0, 1) for n in ("f", "g") for b in ("", "x")})
+        8
     """
-    digest = hashlib.blake2b(f"{index}\x00{name}\x00{before}".encode("utf-8", "surrogatepass"), digest_size=12)
-    return "call_" + digest.hexdigest()
+    return "call_" + _context_digest(before) + _name_digest(name) + "%04x" % index
+
+
+@lru_cache(maxsize=256)
+def _context_digest(before: str) -> str:
+    return hashlib.blake2b(before.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
+
+
+@lru_cache(maxsize=1024)
+def _name_digest(name: str) -> str:
+    return hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -170,7 +181,7 @@ class Assembler:
         self.text: dict[str, TextBuffer] = {"reasoning_content": TextBuffer(), "content": TextBuffer()}
         self._texts = (self.text["reasoning_content"], self.text["content"])
         self._before: tuple[tuple[int, ...], str] = ((), "")  # the texts' state and what ids hash of them
-        self.calls: list[CallState | WholeCall] = []
+        self.calls: list[CallState | dict[str, Any]] = []  # (a call read whole: its dict in the message)
         self.current: CallState | None = None
         self.open: str | None = None
         self.errors: list[dict[str, Any]] = []
@@ -267,29 +278,32 @@ class Assembler:
 
     def _whole(self, name: str, call_id: str | None, args: str | list[tuple[str, str]]) -> None:
         """A call read whole by its plan (one-shot; canonical, so whole): what opening, reading
-        and closing its name, id and arguments in turn does, without region events. ``args``:
-        the JSON text, or the raw ``(key, value)`` texts of tagged arguments."""
-        call = WholeCall(len(self.calls))
-        self._set_name(call, name)
-        if call_id:
-            call.id = call_id
-        else:
-            self._ensure_id(call)
-        if isinstance(args, str):
-            if args[:1] != "{":  # (a plan reads arguments from their first character)
-                self._check_object(call, args)
-        else:  # (valid JSON as built: keys and values encoded, typed values written as JSON writes them;
-            # no key twice: a plan leaves such a call to the general parser, which reports it)
-            items, typers = [], self._typers
-            for key, value in args:
-                typer = typers.get((call.name, key))
-                if typer is None:
-                    call.key = key
-                    typer = self._typer(call)
-                items.append(f"{encode_string(key.strip())}: {typer(value)}")
-            args = "{" + ", ".join(items) + "}"
-        call.args = [args]
-        self.calls.append(call)
+        and closing its name, id and arguments in turn does, without region events, kept as the
+        message's call. ``args``: the JSON text, or the raw ``(key, value)`` texts of tagged
+        arguments."""
+        name = name.strip()
+        if self.tools and name and name not in self.tools:  # (as ``_set_name``)
+            self.warnings.append(f"call to unknown tool {name!r}")
+        index = len(self.calls)
+        if type(args) is not str:
+            args = self._units_json(WholeCall(index, name), args)
+        elif args[:1] != "{":  # (a plan reads arguments from their first character)
+            self._check_object(WholeCall(index, name), args)
+        self.calls.append({"id": call_id or self._call_id(index, name), "type": "function",
+                           "function": {"name": name, "arguments": args}})
+
+    def _units_json(self, call: WholeCall, units: list[tuple[str, str]]) -> str:
+        """The arguments JSON of tagged units read whole: valid as built (keys and values encoded,
+        typed values written as JSON writes them; no key twice: a plan leaves such a call to the
+        general parser, which reports it)."""
+        items, typers = [], self._typers
+        for key, value in units:
+            typer = typers.get((call.name, key))
+            if typer is None:
+                call.key = key
+                typer = self._typer(call)
+            items.append(f"{encode_string(key.strip())}: {typer(value)}")
+        return "{" + ", ".join(items) + "}"
 
     def _check_object(self, call: CallState, args: str) -> None:
         """Valid JSON arguments that are not an object are reported (kept as written)."""
@@ -336,16 +350,19 @@ class Assembler:
         Each text is given as its length and its last :data:`ID_CONTEXT` characters (a hash of
         all of it for every call would cost the square of the output's length)."""
         if call.id is None:
-            r, c = self._texts
-            key = len(r.parts), len(r.tail), len(c.parts), len(c.tail)  # changes with every write
-            before = self._before
-            if key != before[0]:
-                before = self._before = key, f"{r.size()}:{r.last(ID_CONTEXT)}\x00{c.size()}:{c.last(ID_CONTEXT)}"
-            call.id = self.id_factory(call.index, call.name, before[1])
+            call.id = self._call_id(call.index, call.name)
+
+    def _call_id(self, index: int, name: str) -> str:
+        r, c = self._texts
+        key = len(r.parts), len(r.tail), len(c.parts), len(c.tail)  # changes with every write
+        before = self._before
+        if key != before[0]:
+            before = self._before = key, f"{r.size()}:{r.last(ID_CONTEXT)}\x00{c.size()}:{c.last(ID_CONTEXT)}"
+        return self.id_factory(index, name, before[1])
 
     def _set_name(self, call: CallState, name: str) -> None:
         call.name = name = name.strip()
-        if self.tools and name and name not in self.tools:
+        if self.tools and name and name not in self.tools:  # (``_whole`` does the same)
             self.warnings.append(f"call to unknown tool {name!r}")
 
     def _open(self, tag: str, out: list[dict[str, Any]]) -> None:
@@ -589,7 +606,7 @@ class Assembler:
                                "content": self.text["content"].getvalue() or None,
                                "reasoning_content": self.text["reasoning_content"].getvalue() or None}
         if self.calls:
-            msg["tool_calls"] = [self._call_dict(c) for c in self.calls]
+            msg["tool_calls"] = [c if type(c) is dict else self._call_dict(c) for c in self.calls]
         if self.errors:
             msg["parse_error"] = self.errors[0] if len(self.errors) == 1 else {**self.errors[0],
                                                                                 "more": self.errors[1:]}
