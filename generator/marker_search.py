@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import os
 import re
+from functools import lru_cache
 from typing import Callable, Iterable
 
 Search = Callable[..., "re.Match[str] | None"]  # (text, pos[, endpos]) -> the first match
 
-_SHORT = 512  # texts shorter than this are searched by the plain alternation (no set-up to pay)
+SHORT = 512  # texts shorter than this are searched by the plain alternation (no set-up to pay)
 _WINDOW = 2048  # the first window of starts the groups are searched in (it grows fourfold)
 
 
@@ -49,24 +50,36 @@ def _group_pattern(literals: list[str]) -> re.Pattern[str]:
     return re.compile(re.escape(prefix) + "(?:" + _alternation(rest) + ")")
 
 
+def alternation_search(literals: Iterable[str]) -> Search:
+    """The plain alternation's search (longest first): what :func:`marker_search` does on texts
+    of up to :data:`SHORT` characters, without a Python call around it (streaming searches the
+    few characters that arrived)."""
+    return re.compile(_alternation(set(literals))).search
+
+
 def marker_search(literals: Iterable[str]) -> Search:
     """``search(text, pos)``: the first of ``literals`` (non-empty) in ``text`` from ``pos``, the
     longest at that position, or None."""
-    found = sorted(set(literals))
+    found = tuple(sorted(set(literals)))
     if not found or not all(found):
         raise ValueError("marker_search needs non-empty literals")
+    return _search_of(found)
+
+
+@lru_cache(maxsize=1024)  # (a grammar's fields share stops; a template's parsers share them all)
+def _search_of(found: tuple[str, ...]) -> Search:
     groups: dict[str, list[str]] = {}
     for x in found:
         groups.setdefault(x[0], []).append(x)
     if len(groups) == 1:
         return _group_pattern(found).search
-    plain = re.compile(_alternation(found)).search
+    plain = alternation_search(found)
     searches = [_group_pattern(g).search for g in groups.values()]
     maxlen = max(map(len, found))
 
     def search(text: str, pos: int = 0) -> re.Match[str] | None:
         n = len(text)
-        if n - pos <= _SHORT:
+        if n - pos <= SHORT:
             return plain(text, pos)
         window = _WINDOW
         while True:

@@ -38,7 +38,7 @@ from typing import Any, Callable, Generator, Iterable, Sequence
 
 import regex
 
-from .marker_search import marker_search
+from .marker_search import SHORT, alternation_search, marker_search
 
 FAIL = -1
 SLOW = -2    # ``fast()`` cannot answer without waiting for input: use ``run()``
@@ -924,6 +924,7 @@ class Until(Parser):
         found = set(self.cores) | self.fences
         self.maxlen = max((len(c) for c in found), default=0)
         self._search = marker_search(found) if found else None  # (the longest at one position)
+        self._near = alternation_search(found) if found else None  # (the same on a few characters)
         self.maxcore = max((len(c) for c in self.cores), default=0)
         self._prefixes = frozenset(c[:k] for c in self.cores for k in range(1, len(c)))  # (see ``_held``)
         self._by_core: dict[str, list[Marker]] = {}  # the stops of each core (what ``_trim`` reads)
@@ -1059,7 +1060,8 @@ class Until(Parser):
             if inp.fast is not None and inp.fast.tag == tag:
                 emitted = max(emitted, inp.fast.emitted)
             inp.fast = None
-            m = self._search(inp.text, max(scan, emitted) - inp.base) if self._search else None
+            at = max(scan, emitted) - inp.base
+            m = (self._near if len(inp.text) - at <= SHORT else self._search)(inp.text, at) if self._search else None
             if self.fences and m is not None:
                 passed = m
                 m = self._past_empty_fence(inp, m, emitted)

@@ -255,9 +255,10 @@ def _check_index(code: _Code, what: str, d: int) -> None:
 # character before it).
 
 _WS_RX = "[ \t\n\r]*"  # (what ``_WS`` skips)
+_INDEX_GROUP = "(" + INDEX_TEXT.pattern + ")"
 
 
-def _slot_rx(until: Until, fused: tuple[str, str, str, bool] | None) -> str | None:
+def _slot_rx(what: str, until: Until, fused: tuple[str, str, str, bool] | None) -> str | None:
     """The expression of a fused slot up to its literal's end, or None when only the steps read it."""
     if fused is None:
         return None
@@ -265,7 +266,11 @@ def _slot_rx(until: Until, fused: tuple[str, str, str, bool] | None) -> str | No
     firsts = _other_firsts(until, core)
     if firsts is None:
         return None
-    if len(core) == 1 or core[0] in firsts:  # the text cannot run past the core's first character:
+    if what == INDEX and not any(c.isspace() or c.isdigit() for c in firsts + core + ws):
+        # (what ``_INDEX`` takes, with none of the markers' characters: the text up to the first
+        # core, checked by the expression)
+        text = _INDEX_GROUP
+    elif len(core) == 1 or core[0] in firsts:  # the text cannot run past the core's first character:
         # its first occurrence is the core's (with the whitespace it takes before it), or no match
         text = "([^" + re.escape("".join(sorted(set(firsts + core[0])))) + "]*)"
     elif not ws:  # the first core with no other marker's first character before it (and no
@@ -298,7 +303,7 @@ def _runs(ops: list[tuple]) -> list[tuple[list[tuple], str | None]]:
         if op[0] == LIT:
             parts.append(_lit_rx(op, bool(parts) and parts[-1].endswith(_WS_RX)))
             run.append(op)
-        elif op[0] == "slot" and (rx := _slot_rx(op[2], op[3])) is not None:
+        elif op[0] == "slot" and (rx := _slot_rx(op[1], op[2], op[3])) is not None:
             parts.append(rx)
             run.append(op)
             slots += 1
@@ -318,7 +323,7 @@ def _steps(code: _Code, ops: list[tuple], d: int) -> None:
         code.line(d, f"m = {code.value(re.compile(rx).match)}(text, i)")
         code.line(d, "if m is not None:")
         code.line(d + 1, f"{', '.join(names)}{',' if len(names) == 1 else ''} = m.groups()")
-        if "index" in names:
+        if "index" in names and _INDEX_GROUP not in rx:  # (else the expression checked it)
             _check_index(code, INDEX, d + 1)
         code.line(d + 1, "i = m.end()")
         code.line(d, "else:")

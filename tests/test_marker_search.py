@@ -42,7 +42,7 @@ def test_long_texts(text):
 
 def test_a_longer_marker_cut_by_a_window_is_not_taken_short(monkeypatch):
     # the window's limit falls inside the longer marker: the shorter one must not be taken there
-    monkeypatch.setattr(ms, "_SHORT", 0)
+    monkeypatch.setattr(ms, "SHORT", 0)
     monkeypatch.setattr(ms, "_WINDOW", 4)
     text = "abcdefgh" + "<|a|>long" + "```"
     for pos in range(len(text)):
@@ -59,9 +59,9 @@ def test_empty_literal_refused():
        st.text("<|>ab`: x", max_size=80), st.integers(0, 6), st.integers(0, 40))
 def test_same_as_the_alternation(literals, text, window, pos):
     # tiny windows and no short cut, so that every path of the windowed search runs
-    saved = ms._SHORT, ms._WINDOW
-    ms._SHORT, ms._WINDOW = 0, window + 1
+    saved = ms.SHORT, ms._WINDOW
+    ms.SHORT, ms._WINDOW = 0, window + 1
     try:
         assert grouped(literals, text, pos) == plain(literals, text, pos)
     finally:
-        ms._SHORT, ms._WINDOW = saved
+        ms.SHORT, ms._WINDOW = saved
