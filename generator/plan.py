@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Sequence
 
 from .peg import DECODER, Capture, Input, Parser, Until, number_cut
@@ -205,8 +206,15 @@ def _reader(ops: list[tuple], json_strings: bool) -> tuple[str, Any]:
         code.line(2, "return None")
     code.line(1, "return i, name, call_id, args")
     source = "\n".join(code.lines) + "\n"
-    exec(compile(source, "<call plan>", "exec"), code.names)
+    exec(_compiled(source), code.names)
     return source, code.names["read"]
+
+
+@lru_cache(maxsize=256)
+def _compiled(source: str) -> Any:
+    """The code of a plan's source (only made-up names in it: plans of one shape share it,
+    within a template's parsers and across templates)."""
+    return compile(source, "<call plan>", "exec")
 
 
 _SLOT_VAR = {NAME: "name", ID: "call_id", INDEX: "index", KEY: "key", VALUE: "value"}
