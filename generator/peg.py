@@ -1040,7 +1040,8 @@ class Until(Parser):
         return -1
 
     def fast(self, inp: Input, pos: int) -> int:
-        m = self._search(inp.text, pos - inp.base) if self._search else None
+        at = pos - inp.base  # (a few characters, streaming: the plain alternation, inline)
+        m = (self._near if len(inp.text) - at <= SHORT else self._search)(inp.text, at) if self._search else None
         if self.fences and m is not None:
             m = self._past_empty_fence(inp, m, pos)
         if m is not None:
