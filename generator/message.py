@@ -132,6 +132,7 @@ class _Builder:
         self.ts = self.analysis.tool_call_structure
         self.tools = req.tools_enabled and self.ts.supports_tools and bool(self.ts.call_parts)
         self.alts: list[tuple[tuple[str, ...], Parser]] = []
+        self.text_guards: list[str] = []  # (guards of alternatives that are content: see ``Segments``)
         self.stops: list[Marker] = []
         self.end_m = Marker.of(self.cs.reasoning_end) if self.cs.reasoning_end.strip() else None
         self.inside_content: list[Parser] = []  # a content wrapper's body and closer
@@ -269,6 +270,7 @@ class _Builder:
             return Capture("content", Seq(Text(FENCE), Until([Marker(FENCE)] + ends), Opt(Text(FENCE)),
                                           Until(self.stops)))
         self.add((FENCE,), Lazy(fenced), Marker(FENCE))
+        self.text_guards.append(FENCE)
 
     def bare_calls(self) -> Parser | None:
         """Calls with no marker before them: only where the format puts them (the whole output,
@@ -296,7 +298,8 @@ class _Builder:
                 self.ts.call_separator.strip():
             return _recipient_grammar(analysis, self.stops, self.req.tool_names)
         blank_end = analysis.end_of_turn if analysis.end_of_turn and not analysis.end_of_turn.strip() else ""
-        body: Parser = Segments(self.alts, self.stops, tail=blank_end, ends=tuple(self.end_markers()))
+        body: Parser = Segments(self.alts, self.stops, tail=blank_end, ends=tuple(self.end_markers()),
+                                text_guards=self.text_guards)
         if bare is not None:
             body = Seq(bare, body)
         if self.req.open_content and self.inside_content:

@@ -33,9 +33,12 @@ class Segments(Parser):
     """
 
     def __init__(self, alternatives: Sequence[tuple[tuple[str, ...], Parser]], stops: Sequence[Marker],
-                 tail: str = "", ends: Sequence[str] = ()) -> None:
+                 tail: str = "", ends: Sequence[str] = (), text_guards: Sequence[str] = ()) -> None:
         self.alternatives = [(g, p) for g, p in alternatives if g]
         self.guards = tuple(g for gs, _ in self.alternatives for g in gs if g)
+        # the guards of segments that are text (a fenced code block): the whitespace before
+        # them is text too, not structure's
+        self.text_guards = frozenset(text_guards)
         self.choice = Choice(self.alternatives, None)
         self.stops = list(stops)
         self._ends = {"", *ends}  # the markers that end the turn
@@ -53,7 +56,7 @@ class Segments(Parser):
         if q >= inp.end and inp.eof:
             return q if after_segment else pos
         hit = yield from _guard_at(inp, q, self.guards)
-        return q if hit is not None else pos
+        return q if hit is not None and hit not in self.text_guards else pos
 
     def run(self, inp: Input, pos: int) -> Run:
         default, whole = self.text, self.whole

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from analyzer.errors import ParseError
@@ -186,6 +186,7 @@ def test_json_call_objects_stream_like_one_shot(parts, data):
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(alphabet=st.characters(blacklist_characters="<"), max_size=60))
+@example(text="\n\n```\n")  # (whitespace before a fenced block at the start is content too)
 def test_plain_text_is_content_verbatim(text):
     """Text without markers is content, every character of it (none dropped, none added)."""
     msg = PARSER.parse(text)
