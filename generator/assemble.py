@@ -281,9 +281,7 @@ class Assembler:
         and closing its name, id and arguments in turn does, without region events, kept as the
         message's call. ``args``: the JSON text, or the raw ``(key, value)`` texts of tagged
         arguments."""
-        name = name.strip()
-        if self.tools and name and name not in self.tools:  # (as ``_set_name``)
-            self.warnings.append(f"call to unknown tool {name!r}")
+        name = self._checked_name(name)
         index = len(self.calls)
         if type(args) is not str:
             args = self._units_json(WholeCall(index, name), args)
@@ -361,9 +359,14 @@ class Assembler:
         return self.id_factory(index, name, before[1])
 
     def _set_name(self, call: CallState, name: str) -> None:
-        call.name = name = name.strip()
-        if self.tools and name and name not in self.tools:  # (``_whole`` does the same)
+        call.name = self._checked_name(name)
+
+    def _checked_name(self, name: str) -> str:
+        """A call's name as the message gives it; a tool the request does not have is reported."""
+        name = name.strip()
+        if self.tools and name and name not in self.tools:
             self.warnings.append(f"call to unknown tool {name!r}")
+        return name
 
     def _open(self, tag: str, out: list[dict[str, Any]]) -> None:
         if tag in FIELD:
