@@ -47,11 +47,20 @@ class MessageStream:
         # emitted with the text that goes on (``_held``: what is held now)
         self._hot_end = ""  # (``_Fast.hold``)
         self._hold_last = ""  # (``_Fast.ends``)
+        # ``_hot`` is ``_narrow`` while ``_plain``, ``_wide`` otherwise. ``_wide``: the stop's
+        # characters; ``_narrow``: also the line breaks after which a stop may take whitespace,
+        # so that a chunk without them, when nothing is held, holds nothing back (a chunk with
+        # them takes ``_unplain``). ``_spaced``: the stop takes spaces without a line break, so a
+        # plain chunk's last character is tested instead
+        self._narrow: frozenset[str] | None = None
+        self._wide: frozenset[str] | None = None
+        self._spaced = False
         # armed in JSON arguments: the value's scanner (``_JsonScan``), which reads a chunk alone
         # while the value goes on (see ``_feed_scanned``); ``_hot`` is its ``stop``
         self._scan: Any = None
-        # armed in text or arguments, nothing held and nothing to escape: a chunk that does not
-        # end in ``_hold_last`` is appended and reported as it is
+        # armed in text or arguments, nothing held and nothing to escape: a chunk without
+        # ``_narrow`` characters (and, ``_spaced``, not ending in ``_hold_last``) is appended
+        # and reported as it is
         self._plain = False
         self._held = ""
         self._held0 = 0  # how much was held when the hot path was armed
@@ -70,12 +79,10 @@ class MessageStream:
 
     def feed(self, chunk: str) -> list[dict[str, Any]]:
         hot = self._hot
-        if hot is not None and hot.isdisjoint(chunk) and chunk:
+        if hot is not None and chunk and (hot.isdisjoint(chunk) or self._line_break(chunk)):
             # (a chunk is emitted as it is unless something is held back or escaped (``_plain``),
-            # or it ends in whitespace a stop may take: spaces only with a line break, see
-            # ``_Fast.lines``)
-            if not self._plain or chunk[-1] in self._hold_last and (
-                    chunk[-1] in self._hot_end or "\n" in chunk or "\r" in chunk):
+            # or it ends in whitespace a stop may take: see ``_narrow``)
+            if not self._plain or self._spaced and chunk[-1] in self._hold_last:
                 chunk = self._unplain(chunk)
                 if not chunk:
                     return []
@@ -108,6 +115,16 @@ class MessageStream:
         self._arm()
         return out
 
+    def _line_break(self, chunk: str) -> bool:
+        """Whether a chunk that is not plain text only for its line breaks (see ``_narrow``) is
+        still the hot path's: it is, and is not plain when it ends in whitespace a stop may take."""
+        wide = self._wide
+        if wide is self._hot or not wide.isdisjoint(chunk):
+            return False
+        if chunk[-1] in self._hold_last:
+            self._hot, self._plain = wide, False
+        return True
+
     def _unplain(self, chunk: str) -> str:
         """What a hot-path chunk emits when it is not plain: with the text held back before it,
         less the whitespace a stop may take after it (held back now); a string value's text as
@@ -116,8 +133,12 @@ class MessageStream:
                 chunk[-1] in self._hold_last and ("\n" in chunk or "\r" in chunk):
             text = self._held + chunk
             chunk = text.rstrip(self._session.inp.fast.ws)
-            self._held = text[len(chunk):]
-            self._plain = not self._held and not self._escape
+            held = text[len(chunk):]
+            if held and not self._spaced and "\n" not in held and "\r" not in held:
+                chunk, held = text, ""  # spaces after text, not after a line break: no stop takes them
+            self._held = held
+        self._plain = not self._held and not self._escape
+        self._hot = self._narrow if self._plain else self._wide
         if self._escape and chunk:
             self._fed += len(chunk)
             chunk = encode_string(chunk)[1:-1]
@@ -129,7 +150,7 @@ class MessageStream:
         scan = self._scan
         if self._held or not scan.goes_on(chunk):
             return None
-        self._hot = scan.stop
+        self._hot = self._wide = self._narrow = scan.stop
         self._tail.append(chunk)
         return [{"type": "region_chunk", "field": "tool_calls", "index": self._index, "text": chunk, "dirty": False}]
 
@@ -184,7 +205,8 @@ class MessageStream:
         tag = fast.tag
         if not tag:
             if fast.emitted == inp.end and not fast.ws and fast.stop is not None:
-                self._hot, self._index, self._plain, self._hold_last = fast.stop, -2, True, ""
+                self._hot = self._wide = fast.stop
+                self._index, self._plain, self._spaced = -2, True, False
             return
         if inp.pins:
             return
@@ -198,13 +220,17 @@ class MessageStream:
                 return
             self._index, self._tail, self._escape = call.index, call.args, tag == "arg_value"
         held = inp.get(fast.emitted, inp.end) if fast.emitted != inp.end else ""  # (``_Fast.held``)
-        self._hot = fast.stop
+        stop = self._wide = fast.stop
         self._hot_end = fast.hold
         self._hold_last = fast.ends  # (a chunk ending in one of these may hold whitespace back)
+        self._spaced = bool(fast.hold.strip("\r\n"))
+        breaks = "" if self._spaced or stop is None else "\r\n" if fast.lines and fast.ends else fast.hold
+        self._narrow = stop.union(breaks) if breaks else stop
         self._held = held
         self._held0 = len(held)
         self._since = len(self._tail)
-        self._plain = not held and not self._escape
+        self._plain = not self._held and not self._escape
+        self._hot = self._narrow if self._plain else stop
         if fast.scan and tag == "tool_args" and not inp.holds:
             self._scan = fast
 

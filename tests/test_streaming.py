@@ -167,6 +167,17 @@ def test_whitespace_at_chunk_ends_streams_like_one_shot(parts, data):
     check_stream(PARSER, text, split(text, set(bounds) | cuts))
 
 
+def test_only_whitespace_a_marker_may_take_is_held_back():
+    """The markers after reasoning take spaces only as the indentation of a line: spaces after
+    text go out with their chunk (also once a space was held), a line break inside a chunk does
+    too, and only a line break at a chunk's end, with the spaces after it, waits for what follows."""
+    s = PARSER.stream()
+    sent = [[e["text"] for e in s.feed(c) if e["type"] == "region_chunk"]
+            for c in ("<think>\nhello ", "abc ", "de\nfg", "hi\n", "  ", "x", " y\n", "</think>")]
+    assert sent == [["hello"], [" abc "], ["de\nfg"], ["hi"], [], ["\n  x"], [" y"], []]
+    assert s.finish()[0]["reasoning_content"] == "hello abc de\nfghi\n  x y"
+
+
 JSON_PIECES = st.sampled_from([
     "{", "}", "[", "]", ":", ",", " ", "\n", '"', "\\", '\\"', '"name"', '"arguments"', '"id"', '"type"',
     '"get_weather"', '"Paris"', '{"function": ', '"function"', "12", "-3.5e2", "1e", "true", "nul", "日本",
