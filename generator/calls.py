@@ -22,7 +22,7 @@ from analyzer.markers import is_marker, pairs, tokenize
 from analyzer.structures import FunctionFormat, Part, ToolCallStructure
 
 from .json_call import JsonCall, JsonCalls
-from .peg import NEED, Capture, Empty, Input, Lit, Marker, Noted, Opt, Parser, Repeat, Run, Seq, Until
+from .peg import NEED, Capture, Driven, Empty, Input, Lit, Marker, Noted, Opt, Parser, Repeat, Run, Seq, Until
 from .plan import ID, JSON, LIT, NAME, CallPlan, Step, lit_step
 from .recovery import Closer
 from .skeleton import args_parser, first_piece, leads, literal, pieces, skeleton_call, stop_of
@@ -147,7 +147,7 @@ def channel_parts(ts: ToolCallStructure) -> tuple[str, str, str, str] | None:
     return recipient, toks[0], toks[-1], close
 
 
-class ChannelHeader(Parser):
+class ChannelHeader(Driven):
     """A call header in any attribute order: the text up to ``end``, in which ``recipient``
     followed by the function name must occur, and none of ``fences`` (the markers that open a
     header or close a call: a header holding one runs over a message into the next)."""

@@ -16,7 +16,7 @@ import re
 from json.decoder import scanstring
 from typing import Sequence
 
-from .peg import (FAIL, NEED, SCAN, SLOW, Capture, Input, JsonValue, Marker, Parser, Run, _Fast, deviate, drive,
+from .peg import (FAIL, NEED, SCAN, SLOW, Capture, Driven, Input, JsonValue, Marker, Parser, Run, _Fast, deviate,
                   number_cut, past_ws, skip_ws)
 from .plan import CallPlan
 from .recovery import Recover
@@ -437,7 +437,7 @@ class JsonString(Parser):
         return ('"',)
 
 
-class JsonCalls(Parser):
+class JsonCalls(Driven):
     """One or more call objects, the ways models write them: one object, several separated by
     commas, semicolons or whitespace, or a JSON array of them; each possibly framed by the
     call's own markers (``<tool_call>{...}</tool_call>``), the closing one possibly missing.
@@ -462,9 +462,6 @@ class JsonCalls(Parser):
 
     def first(self) -> tuple[str, ...]:
         return (self.frame_open.core,) if self.frame_open is not None else ("{", "[")
-
-    def fast(self, inp: Input, pos: int) -> int:
-        return drive(self.run(inp, pos)) if inp.eof else SLOW
 
     def _starts(self, inp: Input, p: int) -> Run:
         """Whether a call starts at ``p``: an object, an array whose first item is an object, or

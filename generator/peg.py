@@ -619,7 +619,15 @@ def drive(run: Run) -> int:
     raise RuntimeError("a parser waited for input after the end of input")
 
 
-class OptMarker(Parser):
+class Driven(Parser):
+    """A parser whose run never waits once the input is complete: with all of it at hand,
+    ``fast`` runs it through (no coroutine is needed above it)."""
+
+    def fast(self, inp: Input, pos: int) -> int:
+        return drive(self.run(inp, pos)) if inp.eof else SLOW
+
+
+class OptMarker(Driven):
     """A marker that may be missing, after optional whitespace (taken only with the marker);
     after it, any whitespace (``loose_after``) or the template's own. ``missing_at_end``: when
     the output ends where the marker should be, an error event says so (it was cut off)."""
@@ -639,9 +647,6 @@ class OptMarker(Parser):
             return pos
         return (yield from self.marker.run(inp, q))
 
-    def fast(self, inp: Input, pos: int) -> int:
-        return drive(self.run(inp, pos)) if inp.eof else SLOW
-
     def first(self) -> tuple[str, ...]:
         return (self.marker.core, "")
 
@@ -649,7 +654,7 @@ class OptMarker(Parser):
         return True
 
 
-class Ahead(Parser):
+class Ahead(Driven):
     """Looks ahead without consuming: the end of input, or one of ``literals``, must follow."""
 
     def __init__(self, literals: Sequence[str]) -> None:
@@ -662,9 +667,6 @@ class Ahead(Parser):
                 break
             yield NEED
         return pos if pos >= inp.end and inp.eof or hit is not None else inp.fail(pos, "more text follows")
-
-    def fast(self, inp: Input, pos: int) -> int:
-        return drive(self.run(inp, pos)) if inp.eof else SLOW
 
     def first(self) -> tuple[str, ...]:
         return ("",)

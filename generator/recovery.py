@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .peg import (FAIL, NEED, SLOW, Capture, Choice, Input, Marker, Parser, Run, Until, guard_state, mark, rollback,
-                  skip_ws)
+from .peg import (FAIL, NEED, SLOW, Capture, Choice, Driven, Input, Marker, Parser, Run, Until, guard_state, mark,
+                  rollback, skip_ws)
 
 
 class Segments(Parser):
@@ -229,7 +229,7 @@ class Closer(Parser):
         return self.marker.first()
 
 
-class TextUntilCall(Parser):
+class TextUntilCall(Driven):
     """Text of region ``tag`` up to the first of ``stops``, or up to where a well-formed call
     starts (a probe's parser succeeds at one of its guards): a block the model never closed
     ends at a call it writes after it. The call is not read here (the caller reads it next); a

@@ -25,8 +25,8 @@ from typing import Sequence
 from analyzer.markers import is_marker, tokenize
 from analyzer.structures import FunctionFormat, Part, ToolCallStructure
 
-from .peg import (SLOW, Attempt, Capture, Choice, Empty, Input, JsonValue, Lit, Marker, Noted, Opt, Parser, Repeat, Run,
-                  Seq, Until, Valid, Ws, deviate, drive, skip_ws)
+from .peg import (SLOW, Attempt, Capture, Choice, Driven, Empty, Input, JsonValue, Lit, Marker, Noted, Opt, Parser,
+                  Repeat, Run, Seq, Until, Valid, Ws, deviate, skip_ws)
 from .plan import ID, INDEX, INDEX_TEXT, JSON, KEY, NAME, UNITS, VALUE, Step, UnitsPlan, lit_step, planned
 from .recovery import Recover
 from .values import PYTHON, LiteralValue
@@ -136,7 +136,7 @@ def literal(text: str, *, raw_before: bool, raw_after: bool, optional: bool = Fa
     return Literal(text, seq, namespace_optional) if seq else Empty()
 
 
-class OptionalGroup(Parser):
+class OptionalGroup(Driven):
     """A closing marker (and the text after it) that is there whole or missing; missing where
     the output ends, it was cut off (an error event says so)."""
 
@@ -154,9 +154,6 @@ class OptionalGroup(Parser):
             else:
                 deviate(inp, q, f"{self.core!r} missing")
         return end
-
-    def fast(self, inp: Input, pos: int) -> int:
-        return drive(self.run(inp, pos)) if inp.eof else SLOW
 
     def first(self) -> tuple[str, ...]:
         return (self.core, "")

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 from analyzer.structures import ValueFormat
 
-from .peg import NEED, Input, Parser, Run, deviate
+from .peg import NEED, Driven, Input, Run, deviate
 
 PYTHON = ValueFormat(kind="python_repr")
 
@@ -252,7 +252,7 @@ def typed_json(raw: str, schema: dict[str, Any] | None, fmt: ValueFormat | None 
     return json.dumps(raw, ensure_ascii=False)
 
 
-class LiteralValue(Parser):
+class LiteralValue(Driven):
     """One value written under ``fmt`` (a quoted string, bracketed structure or bare word),
     scanned as it streams; ends before the first character that cannot continue it.
     Emits its raw text as one chunk when complete (it is converted to JSON afterwards)."""

@@ -383,3 +383,21 @@ def test_strict_refuses_each_form_the_template_does_not_write(name, text, what):
 def test_strict_accepts_whitespace_and_json_layout():
     assert strict_error(QWEN25, '\n\n<tool_call>\n  {"name":"get_weather",\n "arguments":{"city":"Paris"}}  </tool_call>') \
         is None
+
+
+def test_a_whole_output_is_read_without_the_coroutine_path(monkeypatch):
+    """One-shot, each segment of an output with reasoning, content and calls is read by the
+    parsers' fast paths: none of them gives up (``SLOW``) and sends the segment back to be read
+    again as a coroutine."""
+    import generator.recovery as recovery
+
+    given_up: list[int] = []
+    rollback = recovery.rollback
+    monkeypatch.setattr(recovery, "rollback", lambda inp, m: given_up.append(m) or rollback(inp, m))
+    parser = generate_parser(analyze_template("templates/chatml-think.jinja"), tools=TOOLS).parser
+    text = ('<think>\nhmm\n</think>\nHi\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+            '</tool_call>')
+    message = parser.parse(text)
+    assert (message["reasoning_content"], message["content"]) == ("hmm", "Hi")
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather"]
+    assert given_up == []
