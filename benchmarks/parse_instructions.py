@@ -7,8 +7,10 @@ Run by hand (needs valgrind; each part runs Python under callgrind, ~1 min each)
 
 The output of ``parse_speed.py`` for each format (JSON in tags, XML arguments, prefixed calls:
 reasoning where the template has it, content, calls) is cut in two: the text before the first
-call, and the calls. Each is streamed in 4-character chunks, and the whole output is parsed
-one-shot 5 times. A run that only builds the parser (and renders the output) is subtracted.
+call, and the calls. Each is streamed in 4-character chunks; a run that only builds the parser
+(and renders the output) is subtracted. One-shot, the whole output is parsed 5 times after one
+parse that warms up, by ours, by the single-pass lower bound of ``parse_speed.py`` (LB) and, where
+installed, by SGLang's detector; a run with only the warm-up parse is subtracted.
 Prints instructions per chunk for each streamed part, and per one-shot parse.
 """
 
@@ -21,12 +23,28 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-PARTS = ("none", "head", "calls", "one-shot")
+STREAMED = ("none", "head", "calls")
+ONE_SHOT = ("ours", "LB", "SGLang")  # (each run as "KIND:N": the warm-up parse, then N more)
+PARTS = STREAMED + tuple(f"{kind}:{n}" for kind in ONE_SHOT for n in (0, 5))
+
+
+def one_shot_parser(kind: str, fmt: str) -> Callable[[str], object] | str:
+    """The one-shot parse of ``kind`` for ``fmt`` (a message: why it is not at hand)."""
+    from parse_speed import FORMATS, sglang
+
+    f = FORMATS[fmt]
+    if kind == "ours":
+        return f.parser.parse
+    if kind == "LB":
+        return f.lb_one
+    peer = sglang(f)
+    return peer if isinstance(peer, str) else peer[0]
 
 
 def inner(part: str, fmt: str, size: int) -> None:
@@ -40,9 +58,12 @@ def inner(part: str, fmt: str, size: int) -> None:
         for chunk in chunks_of(text[:cut] if part == "head" else text[cut:]):
             stream.feed(chunk)
         stream.finish()
-    elif part == "one-shot":
-        for _ in range(5):
-            parser.parse(text)
+    elif part != "none":
+        kind, n = part.split(":")
+        parse = one_shot_parser(kind, fmt)
+        assert not isinstance(parse, str), parse
+        for _ in range(1 + int(n)):
+            parse(text)
 
 
 def collected(part: str, fmt: str, size: int) -> int:
@@ -75,11 +96,17 @@ def main(argv: list[str] | None = None) -> int:
         cut = text.index(FORMATS[fmt].calls_start)
         n = {"head": len(chunks_of(text[:cut])), "calls": len(chunks_of(text[cut:]))}
         base = collected("none", fmt, args.size)
-        for part in PARTS[1:]:
+        row = f"| {fmt} | {FORMATS[fmt].path.name} | {len(text):,} |"
+        for part in STREAMED[1:]:
             cost = collected(part, fmt, args.size) - base
-            unit, per = ("one-shot parse", cost / 5) if part == "one-shot" else ("chunk", cost / n[part])
-            print(f"| {fmt} | {FORMATS[fmt].path.name} | {len(text):,} | {part} | {cost:,} | {per:,.0f} per {unit} |",
-                  flush=True)
+            print(f"{row} {part} | {cost:,} | {cost / n[part]:,.0f} per chunk |", flush=True)
+        for kind in ONE_SHOT:
+            why = one_shot_parser(kind, fmt)
+            if isinstance(why, str):
+                print(f"{row} one-shot, {kind} | ({why}) | |", flush=True)
+                continue
+            cost = collected(f"{kind}:5", fmt, args.size) - collected(f"{kind}:0", fmt, args.size)
+            print(f"{row} one-shot, {kind} | {cost:,} | {cost / 5:,.0f} per parse |", flush=True)
     return 0
 
 
