@@ -216,7 +216,31 @@ def tojson(x: Any, ensure_ascii: bool = False, indent: int | str | None = None,
         if len(x) * 12 > limits.max_value_size:  # \uXXXX\uXXXX: 12 characters at most for one
             measure(x, limits)
         return json.dumps(x, ensure_ascii=ensure_ascii)
-    size, nodes, depth = measure(x, limits, children, meter.known)
+    texts = meter.texts
+    if (texts is not None and default is None and id(x) in meter.known  # type: ignore[operator]
+            and type(ensure_ascii) is bool and type(sort_keys) is bool
+            and (indent is None or type(indent) is int or type(indent) is str)
+            and (separators is None or type(separators) is tuple)):
+        # one of the containers that cannot change (the caller's tools), with arguments whose
+        # equal values write alike: written once
+        try:
+            key = (id(x), ensure_ascii, indent, separators, sort_keys)
+            text = texts.get(key)
+        except TypeError:  # separators that cannot key a dict (holding a list)
+            pass
+        else:
+            if text is None:
+                text = texts[key] = _dumps(x, limits, meter.known, ensure_ascii, indent, separators, sort_keys,
+                                           children, default)
+            return text
+    return _dumps(x, limits, meter.known, ensure_ascii, indent, separators, sort_keys, children, default)
+
+
+def _dumps(x: Any, limits: RenderLimits, known: dict[int, Measure] | None, ensure_ascii: bool,
+           indent: int | str | None, separators: tuple[str, str] | None, sort_keys: bool,
+           children: Children, default: Callable[[Any], Any] | None) -> str:
+    """``json.dumps`` with tojson's arguments, refused first when the text would be too large."""
+    size, nodes, depth = measure(x, limits, children, known)
     width = indent if isinstance(indent, int) else len(indent) if isinstance(indent, str) else 0
     if width > limits.max_value_size:  # json.dumps builds the indent string first
         raise too_big("tojson indent", "max_value_size", limits.max_value_size)

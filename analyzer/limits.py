@@ -113,14 +113,17 @@ class Meter:
     """What the running render (or compile) has spent; one per render, in its thread.
 
     ``known`` maps ``id()`` of containers whose measure is known already (the caller's tools,
-    converted once and never changed in the immutable sandbox) to that measure."""
+    converted once and never changed in the immutable sandbox) to that measure; ``texts`` keeps
+    the JSON text of those containers once written (:func:`analyzer.bounded.tojson`)."""
 
-    __slots__ = ("limits", "iterations", "known")
+    __slots__ = ("limits", "iterations", "known", "texts")
 
-    def __init__(self, limits: RenderLimits, known: dict[int, tuple[int, int, int]] | None = None) -> None:
+    def __init__(self, limits: RenderLimits, known: dict[int, tuple[int, int, int]] | None = None,
+                 texts: dict[tuple, str] | None = None) -> None:
         self.limits = limits
         self.iterations = 0
         self.known = known
+        self.texts = texts
 
 
 class _Running(threading.local):
@@ -152,8 +155,9 @@ class metered:
 
     __slots__ = ("meter", "_outer")
 
-    def __init__(self, limits: RenderLimits, known: dict[int, tuple[int, int, int]] | None = None) -> None:
-        self.meter = Meter(limits, known)
+    def __init__(self, limits: RenderLimits, known: dict[int, tuple[int, int, int]] | None = None,
+                 texts: dict[tuple, str] | None = None) -> None:
+        self.meter = Meter(limits, known, texts)
 
     def __enter__(self) -> Meter:
         self._outer = running.meter

@@ -255,7 +255,7 @@ class Jinja2Renderer:
         # reuse_tools: the caller passes the same, never-mutated tools list many times (probing)
         self.reuse_tools = reuse_tools
         # id(tools) -> (tools, plain copy, measures of its containers), for the few lists reused
-        self._tools: dict[int, tuple[Any, list[Any], dict[int, tuple[int, int, int]]]] = {}
+        self._tools: dict[int, tuple[Any, list[Any], dict[int, tuple[int, int, int]], dict[tuple, str]]] = {}
         self._by_source: dict[str, jinja2.Template] = {}  # this template's variants, compiled
         self._now = now or datetime.now
         if sandbox == "relaxed":
@@ -281,25 +281,25 @@ class Jinja2Renderer:
                documents: Sequence[Any] | None = None, add_generation_prompt: bool = False,
                **kwargs: Any) -> str:
         compiled = self._compiled(self.template.source_for(tools=tools is not None))
-        plain_tools = known = None
+        plain_tools = known = texts = None
         if self.reuse_tools and tools is not None and self.sandbox == "immutable":
             # the immutable sandbox cannot change the converted list, so it (and its measures,
-            # which spare the guards walking it again) can serve again
+            # which spare the guards walking it again, and its parts' JSON texts) can serve again
             hit = self._tools.get(id(tools))
             if hit is None or hit[0] is not tools:
                 if len(self._tools) >= 8:
                     self._tools.clear()
                 plain = plain_data(list(tools))
-                hit = self._tools[id(tools)] = (tools, plain, tree_measures(plain))
-            plain_tools, known = hit[1], hit[2]
+                hit = self._tools[id(tools)] = (tools, plain, tree_measures(plain), {})
+            plain_tools, known, texts = hit[1], hit[2], hit[3]
         context = render_context(self.template, messages, tools, documents, add_generation_prompt, kwargs,
                                  plain_tools)
         now = self._now
         context.setdefault("strftime_now", lambda fmt: now().strftime(fmt))
-        return self._run(compiled, context, known)
+        return self._run(compiled, context, known, texts)
 
     def _run(self, compiled: jinja2.Template, context: dict[str, Any],
-             known: dict[int, tuple[int, int, int]] | None = None) -> str:
+             known: dict[int, tuple[int, int, int]] | None = None, texts: dict[tuple, str] | None = None) -> str:
         name = self.template.name
         limit = self.limits.max_output_chars
         timeout = render_timeout(self.limits, self.deadline)
@@ -315,7 +315,7 @@ class Jinja2Renderer:
             return "".join(pieces)
 
         try:
-            with metered(self.limits, known):
+            with metered(self.limits, known, texts):
                 return run_with_deadline(generate, timeout)
         except TimedOut:
             raise RenderLimitError(f"render took over {timeout:g} s", template=name, transient=True) from None
