@@ -458,6 +458,9 @@ def _format_wrapper(env: Any, value: Any) -> Callable[..., str]:
     return update_wrapper(wrapper, value)
 
 
+_DICT_ATTRIBUTES = frozenset(dir(dict))  # a dict instance has these attributes and no others
+
+
 class GuardedOps:
     """Environment mixin: guarded ``*``, ``**``, ``+`` and ``%``, and guarded methods
     (:func:`wrap_method`). Results of allowed operations are exactly Python's."""
@@ -489,4 +492,14 @@ class GuardedOps:
         return self.binop_table[operator](left, right)  # type: ignore[attr-defined]
 
     wrap_str_format = wrap_method  # jinja2's hook on every attribute read (see wrap_method)
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        # ``message.role``: a name a dict has no attribute by is its item (what jinja2's sandbox
+        # finds after the attribute lookup fails), read without raising AttributeError first
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)  # type: ignore[attr-defined]
+        return super().getattr(obj, attribute)  # type: ignore[misc]
 

@@ -133,6 +133,18 @@ def test_tojson_arguments(engine: str) -> None:
                   **kw) == json.dumps(data, indent=4, separators=(",", ": "), sort_keys=True)
 
 
+def test_tojson_of_reused_tools_is_the_same_text_for_each_call() -> None:
+    # a renderer told the tools are reused keeps their JSON texts: per value and arguments
+    src = ("{{ tools[0] | tojson }}|{{ tools[0] | tojson(indent=2) }}|{{ tools | tojson }}|"
+           "{{ tools[0] | tojson(separators=(',', ':')) }}|{{ tools[0] | tojson(indent=true) }}|"
+           "{{ tools[0] | tojson(sort_keys=true) }}|{{ tools[0].p | tojson }}")
+    tools = [{"name": "f", "b": 1, "a": [1, "é"], "p": {"y": None}}]
+    expected = make_renderer(from_string(src), "jinja2").render([], tools=tools)
+    reused = make_renderer(from_string(src), "jinja2", reuse_tools=True)
+    assert [reused.render([], tools=tools) for _ in range(3)] == [expected] * 3
+    assert expected.split("|")[1] == json.dumps(tools[0], indent=2, ensure_ascii=False)
+
+
 def test_hf_tojson_function() -> None:
     assert hf_tojson({"x": "<&>'"}) == '{"x": "<&>\'"}'
     assert hf_tojson("ü") == '"ü"'
@@ -325,6 +337,17 @@ def test_relaxed_sandbox_allows_list_append() -> None:
     r = make_renderer(from_string(APPEND), "jinja2", sandbox="relaxed")
     assert r.engine == "jinja2-relaxed"
     assert make_renderer(from_string(APPEND), "jinja2").engine == "jinja2"
+
+
+@pytest.mark.parametrize("expr", ["m.role", "m.missing is defined", "m.items()|list", "m.get('role')",
+                                  "m.pop is defined", "m['pop']", "m.keys is defined", "m.__class__ is defined",
+                                  "m.__len__ is defined", "n.role is defined"])
+def test_dict_attributes_read_as_jinja2s_sandbox_reads_them(expr: str) -> None:
+    import jinja2.sandbox
+    m = {"role": "user", "items": "an item", "pop": "a key named pop", "__class__": "x"}
+    src = "{{ " + expr + " }}"
+    theirs = jinja2.sandbox.ImmutableSandboxedEnvironment().from_string(src).render(m=m, n=None)
+    assert render(src, m=m, n=None) == theirs
 
 
 @pytest.mark.parametrize("sandbox", ["immutable", "relaxed"])
