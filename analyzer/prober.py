@@ -113,7 +113,7 @@ class Prober:
               ) -> tuple[tuple, tuple]:
         """The input's key, and the key of what the template can see of it (variables it never
         names left out)."""
-        head = json.dumps(messages, sort_keys=True, default=repr)
+        head = repr(messages)  # (plain data: equal reprs, equal inputs, key order included)
         options = json.dumps(kwargs, sort_keys=True, default=repr) if kwargs else ""
         exact = (head, agp, options, self._tools_key(tools))
         read = self._read(tools is not None)

@@ -126,6 +126,7 @@ class _Ctx:
     final_suffix: str = ""  # what the template writes after the last message
     blocks: dict[str, str | None] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
+    prompts: tuple[str, str] | None = None  # (the prompt with tools, its generation prompt)
 
     def block(self, probe: str) -> str | None:
         if probe not in self.blocks:
@@ -142,9 +143,7 @@ class _Ctx:
         if not isinstance(out, str):
             self.failures[probe] = out.reason
             return None
-        plain = self.prober.render("tools[prompt]", base, tools=tools) or ""
-        full = self.prober.render("tools[generation_prompt]", base, tools=tools, add_generation_prompt=True) or plain
-        gen = full[common_prefix_len(plain, full, tokens=True):]
+        plain, gen = self._prompts()
         first = min((i for i in (out.find(c[0], common_prefix_len(plain, out)) for c in calls) if i >= 0),
                     default=len(out))
         start, header = assistant_region(out, plain, gen, anchor=P.USER, limit=first)
@@ -158,6 +157,17 @@ class _Ctx:
                 break
         block = _strip_empty_reasoning(block, self.reasoning)
         return _strip_empty_reasoning(block, self.content_wrapper) if self.content_wrapper else block
+
+
+    def _prompts(self) -> tuple[str, str]:
+        """The prompt of a user message with the probe tools, and the generation prompt after
+        it (rendered for the first block; every block is read against them)."""
+        if self.prompts is None:
+            tools, base = probe_tools(), [P.user()]
+            plain = self.prober.render("tools[prompt]", base, tools=tools) or ""
+            full = self.prober.render("tools[generation_prompt]", base, tools=tools, add_generation_prompt=True) or plain
+            self.prompts = (plain, full[common_prefix_len(plain, full, tokens=True):])
+        return self.prompts
 
 
 def _strip_empty_reasoning(block: str, r: Reasoning | tuple[str, str] | None) -> str:
