@@ -29,8 +29,14 @@ def plain_data(value: Any) -> Any:
 
     Anything that is not JSON-like becomes an inert ``"<TypeName>"`` placeholder.
     """
-    if value is None or type(value) in (str, int, float, bool):
+    t = type(value)
+    if value is None or t is str or t is int or t is float or t is bool:
         return value
+    if t is dict:  # (the common containers first: the checks below are slower)
+        return {k if type(k) is str else plain_data(k): v if type(v) is str else plain_data(v)
+                for k, v in value.items()}
+    if t is list:
+        return [v if type(v) is str else plain_data(v) for v in value]
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, bool):

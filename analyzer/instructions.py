@@ -150,7 +150,7 @@ def read_instructions(text: str) -> ToolCallStructure | None:
     """The call syntax stated in ``text`` (a rendered tools section), or None."""
     toks = tokenize(text)
     for i, t in enumerate(toks):
-        if not (is_marker(t) and is_opening(t) and _tool_ish(t)):
+        if not (is_opening(t) and is_marker(t) and _tool_ish(t)):
             continue
         # (a) opener, example object, closer
         for j in range(i + 1, min(len(toks), i + 120)):

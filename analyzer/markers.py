@@ -77,6 +77,8 @@ def stem(marker: str) -> tuple[str, str] | None:
     ``<think>``/``</think>``, ``[THINK]``/``[/THINK]``, ``<|START_X|>``/``<|END_X|>``,
     ``<|turn>``/``<turn|>``, ``<|open|>``/``<|close|>`` and ``<x_begin>``/``<x_end>`` all pair.
     """
+    if marker[:1] not in ("<", "["):  # no marker shape (most tokens asked about are words)
+        return None
     parts = _inner(marker)
     if parts is None:
         return None

@@ -27,7 +27,7 @@ from functools import lru_cache
 
 from jinja2 import nodes
 
-from .markers import is_marker, tokenize
+from .markers import markers_in
 from .render import parse_template
 
 _ABOUT = "tool_call"
@@ -77,7 +77,7 @@ def call_branch_markers(source: str) -> tuple[str, ...]:
         if isinstance(node, nodes.Output):
             if inside:
                 for text in _texts(node):
-                    found.update((t, None) for t in tokenize(text) if is_marker(t))
+                    found.update((t, None) for t in markers_in(text))
             return
         guard = _GUARDS.get(type(node))
         if guard is not None:  # the body is a call block when its condition mentions calls
@@ -96,5 +96,5 @@ def call_branch_markers(source: str) -> tuple[str, ...]:
 def alternative_openers(source: str, rendered: str) -> tuple[str, ...]:
     """The markers of the template's tool-call blocks that ``rendered`` (what the probes showed)
     does not hold: forms of a call the template writes in branches the probes did not take."""
-    shown = {t for t in tokenize(rendered) if is_marker(t)}
+    shown = set(markers_in(rendered))
     return tuple(m for m in call_branch_markers(source) if m not in shown)

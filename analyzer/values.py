@@ -107,13 +107,18 @@ def dump(value: Any, fmt: ValueFormat, *, top: bool = True) -> str:
 def candidates(*, raw_strings: bool, indented: bool = False) -> list[ValueFormat]:
     """The standard formats, most common first (each also with sorted keys). ``indented`` adds
     ``tojson(indent=2|4)`` at nesting depths 0-6 (a value inside an indented document)."""
+    return list(_CANDIDATES[raw_strings] + (_INDENTED if indented else ()))
+
+
+def _standard(raw_strings: bool) -> tuple[ValueFormat, ...]:
     base = [JSON_DEFAULT, JSON_COMPACT, JSON_ASCII, JSON_ASCII_COMPACT, PYTHON_STR, PYTHON_REPR]
     out = [replace(f, raw_strings=raw_strings) for f in base]
-    out += [replace(f, sort_keys=True) for f in out if f.kind not in ("python_str", "python_repr")]
-    if indented:
-        out += [ValueFormat(indent=n, indent_base=n * depth, ensure_ascii=ascii_)
-                for n in (2, 4) for depth in range(7) for ascii_ in (False, True)]
-    return out
+    return (*out, *(replace(f, sort_keys=True) for f in out if f.kind not in ("python_str", "python_repr")))
+
+
+_CANDIDATES = {raw: _standard(raw) for raw in (False, True)}  # (built once: the analysis asks often)
+_INDENTED = tuple(ValueFormat(indent=n, indent_base=n * depth, ensure_ascii=ascii_)
+                  for n in (2, 4) for depth in range(7) for ascii_ in (False, True))
 
 
 def dialect_from(*, str_open: str, str_close: str, key_open: str, key_close: str, kv_sep: str, item_sep: str,

@@ -120,6 +120,12 @@ def test_tokenize_never_splits_markers_among_stray_angles(pieces: list[str]) -> 
     _check_markers_whole(pieces)
 
 
+@given(st.one_of(st.text(), st.lists(st.sampled_from(ANGLE_PIECES + SAFE_PIECES), max_size=30).map("".join)))
+def test_markers_in_are_the_marker_tokens(text: str) -> None:
+    # the analysis reads a text's markers with one search instead of tokenizing it
+    assert markers_in(text) == [t for t in tokenize(text) if is_marker(t)]
+
+
 # --------------------------------------------------------------------------- stem / pairs
 
 @pytest.mark.parametrize("opening,closing", PAIRS)
