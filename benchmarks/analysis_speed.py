@@ -4,7 +4,7 @@ cold, from the analysis cache, and against llama.cpp's C++ auto-parser.
 Run by hand::
 
     python benchmarks/analysis_speed.py [--corpus DIR] [--engines jinja2,minijinja] [--limit N]
-                                        [--llama-cpp BINARY]
+                                        [--llama-cpp BINARY] [--versus CHECKOUT]
 
 Every template is analysed cold: the compile, parse and analysis caches are emptied first (the
 disk cache is off, as it is for the library by default), so each time includes loading the
@@ -28,6 +28,13 @@ It prints a Markdown table of median / p95 / max per engine. For minijinja it al
 figures over the templates whose minijinja analysis equals the jinja2 one (where minijinja
 renders the probes identically), and counts the others.
 
+``--versus CHECKOUT`` times another checkout of the project (an earlier commit, say: ``git
+worktree add /tmp/old COMMIT``) against this one instead: each side in a process of its own,
+both pinned to the same CPU, fed the corpus' templates alternately, each analysed cold (every
+``cache_clear`` of the side's ``analyzer`` and ``generator`` modules called, then a
+``gc.collect()``) with generation as above; it prints each side's median and p95 CPU time and
+the ratios over the templates both analyse.
+
 ``--llama-cpp BINARY`` compares with llama.cpp's auto-parser on the same templates. BINARY is a
 small harness built against llama.cpp's ``common`` library (not part of this repository): it
 reads template paths on stdin, one per line, and answers each at once with
@@ -48,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import statistics
 import subprocess
@@ -180,6 +188,73 @@ def first_lookup(entries: list[Any], engine: str) -> float:
     return 0.0
 
 
+VERSUS_WORKER = r"""
+import gc, os, sys, time
+root, cpu, tools = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {cpu})
+sys.path.insert(0, root)
+import json
+from analyzer import analyze_template, load_template
+from generator import generate_parser
+TOOLS = json.loads(tools)
+print(sys.modules[analyze_template.__module__].__file__, flush=True)  # (which checkout this side runs)
+
+def clear():
+    for name, module in list(sys.modules.items()):
+        if name.startswith(("analyzer", "generator")):
+            for value in vars(module).values():
+                if callable(getattr(value, "cache_clear", None)):
+                    value.cache_clear()
+
+for line in sys.stdin:
+    clear()
+    gc.collect()
+    c = time.process_time()
+    try:
+        analysis = analyze_template(load_template(line.rstrip("\n")))
+        generate_parser(analysis)
+        if analysis.tool_call_structure.supports_tools:
+            generate_parser(analysis, tools=TOOLS)
+    except Exception:  # noqa: BLE001 - either side's typed errors (or another checkout's others)
+        print("error", flush=True)
+        continue
+    print((time.process_time() - c) * 1000, flush=True)
+"""
+
+
+def versus(other: Path, entries: list[Any]) -> None:
+    """This checkout's cold analysis + generation against ``other``'s, alternating (see the
+    module's docstring)."""
+    cpu = str(min(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else "0"
+    sides = {name: subprocess.Popen([sys.executable, "-c", VERSUS_WORKER, str(root), cpu, json.dumps(TOOLS)],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
+             for name, root in (("other", other.resolve()), ("this", ROOT))}
+    for name, p in sides.items():
+        print(f"{name}: {p.stdout.readline().strip()}")
+    times: dict[str, list[float | None]] = {"other": [], "this": []}
+    for e in entries:
+        for name, p in sides.items():
+            assert p.stdin is not None and p.stdout is not None
+            p.stdin.write(f"{e.path}\n")
+            p.stdin.flush()
+            line = p.stdout.readline().strip()
+            if not line:
+                raise SystemExit(f"the {name} side failed (see its error above)")
+            times[name].append(None if line == "error" else float(line))
+    for p in sides.values():
+        assert p.stdin is not None
+        p.stdin.close()
+        p.wait()
+    both = [(a, b) for a, b in zip(times["other"], times["this"]) if a is not None and b is not None]
+    a, b = [x for x, _ in both], [y for _, y in both]
+    print(f"\nCold analysis + generation, CPU time in ms, CPU {cpu}, alternating template by template "
+          f"({len(both)} of {len(entries)} templates both analyse):\n")
+    print("| measure | other | this | this ÷ other |\n|---|---:|---:|---:|")
+    for label, f in (("median", statistics.median), ("p95", lambda v: percentile(v, 0.95)), ("sum", sum)):
+        print(f"| {label} | {f(a):.1f} | {f(b):.1f} | {f(b) / f(a):.3f} |")
+
+
 class LlamaCpp:
     """llama.cpp's auto-parser, timed by an external harness answering one template per line."""
 
@@ -229,11 +304,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="only the first N templates")
     ap.add_argument("--llama-cpp", metavar="BINARY", help="also time llama.cpp's auto-parser with this harness "
                     "(see the module's docstring)")
+    ap.add_argument("--versus", metavar="CHECKOUT", type=Path,
+                    help="time another checkout of the project against this one instead (see the module's docstring)")
     args = ap.parse_args(argv)
     root = args.corpus or corpus_dir()
     entries = corpus_entries(root)
     if args.limit:
         entries = entries[:args.limit]
+    if args.versus is not None:
+        versus(args.versus, entries)
+        return 0
     engines = [e for e in args.engines.split(",") if e]
     results: dict[str, dict[str, dict[str, Any]]] = {}
     cached: dict[str, dict[str, dict[str, float]]] = {}
