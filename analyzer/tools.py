@@ -158,7 +158,6 @@ class _Ctx:
         block = _strip_empty_reasoning(block, self.reasoning)
         return _strip_empty_reasoning(block, self.content_wrapper) if self.content_wrapper else block
 
-
     def _prompts(self) -> tuple[str, str]:
         """The prompt of a user message with the probe tools, and the generation prompt after
         it (rendered for the first block; every block is read against them)."""
