@@ -48,6 +48,31 @@ def _literal(node: nodes.Node) -> bool:
     return False
 
 
+def _filters_and_tests(roots: Any) -> tuple[set[str], set[str]]:
+    """The names of the filters and tests used in ``roots`` and below, except inside blocks
+    (what jinja2's ``DependencyFinderVisitor`` collects for ``pull_dependencies``)."""
+    filters: set[str] = set()
+    tests: set[str] = set()
+    Node = nodes.Node
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is nodes.Block:
+            continue
+        if kind is nodes.Filter:
+            filters.add(node.name)
+        elif kind is nodes.Test:
+            tests.add(node.name)
+        for field in node.fields:
+            value = getattr(node, field, None)
+            if isinstance(value, Node):
+                stack.append(value)
+            elif isinstance(value, list):
+                stack.extend(item for item in value if isinstance(item, Node))
+    return filters, tests
+
+
 class GuardedCodeGenerator(CodeGenerator):
     """jinja2's code generator with compile-time evaluation switched off and runtime guards
     (:mod:`analyzer.guards`) on output, ``~``, comparisons, dict keys and loops."""
@@ -83,6 +108,13 @@ class GuardedCodeGenerator(CodeGenerator):
             super().blockvisit(nodes_, frame)
         finally:
             self._nesting -= 1
+
+    def pull_dependencies(self, nodes_: Any) -> None:
+        # jinja2 finds the filters and tests a frame uses with a visitor over every node; one
+        # plain walk finds the same names, and jinja2 writes their lookups from a node for each
+        filters, tests = _filters_and_tests(nodes_)
+        super().pull_dependencies([nodes.Filter(None, name, [], [], None, None) for name in sorted(filters)]
+                                  + [nodes.Test(None, name, [], [], None, None) for name in sorted(tests)])
 
     # ---------------------------------------------------------------- no compile-time evaluation
 

@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -396,6 +397,40 @@ def test_syntax_error_names_line(engine: str, src: str, line: int) -> None:
 def test_compile_ok(engine: str) -> None:
     assert compile_error("{{ 1 }}", "ok", engine) is None
     make_renderer(from_string("{{ 1 }}"), engine).compile()  # type: ignore[attr-defined]
+
+
+DEPENDENCY_TEMPLATES = [
+    (Path(__file__).resolve().parents[1] / "templates" / "chatml-think.jinja").read_text(),
+    "{% macro m(x) %}{{ x | trim | upper }}{% if x is string %}s{% endif %}{% endmacro %}"
+    "{% for msg in messages | selectattr('role', 'equalto', 'user') %}{{ m(msg.content) }}"
+    "{{ msg.content | length if msg.content is defined else 0 }}{% endfor %}"
+    "{% filter lower %}{{ 'A' | replace('A', 'B') }}{% endfilter %}",
+    "{% block b %}{{ x | lower }}{% if x is number %}n{% endif %}{% endblock %}{{ y | default('') | tojson }}",
+    "{% set ns = namespace(a=[1] | list) %}{% for i in ns.a recursive %}{{ i | string }}{{ loop(i | list if i is"
+    " iterable else []) }}{% endfor %}{% if y is not none and y is mapping %}{{ y | dictsort | first }}{% endif %}",
+]
+
+
+@pytest.mark.parametrize("src", DEPENDENCY_TEMPLATES)
+def test_filter_and_test_lookups_are_written_as_jinja2_writes_them(src: str, monkeypatch: pytest.MonkeyPatch
+                                                                   ) -> None:
+    # the code generator finds the filters and tests a frame uses in one walk; the code it
+    # writes is the code of jinja2's own search
+    from jinja2.compiler import CodeGenerator
+
+    from analyzer.codegen import GuardedCodeGenerator
+    from analyzer.render import _environment
+
+    env = _environment("immutable")
+    ast = env.parse(src)
+    ours = env.compile(ast, raw=True)
+
+    class Stock(GuardedCodeGenerator):
+        pull_dependencies = CodeGenerator.pull_dependencies
+
+    monkeypatch.setattr(env, "code_generator_class", Stock)
+    assert env.compile(ast, raw=True) == ours
+    assert "= environment.filters[" in ours and "= environment.tests[" in ours  # (the case is tested)
 
 
 def test_jinja2_syntax_error_exact_line() -> None:
