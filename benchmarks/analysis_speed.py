@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import json
 import os
 import statistics
@@ -200,15 +201,8 @@ from generator import generate_parser
 TOOLS = json.loads(tools)
 print(sys.modules[analyze_template.__module__].__file__, flush=True)  # (which checkout this side runs)
 
-def clear():
-    for name, module in list(sys.modules.items()):
-        if name.startswith(("analyzer", "generator")):
-            for value in vars(module).values():
-                if callable(getattr(value, "cache_clear", None)):
-                    value.cache_clear()
-
 for line in sys.stdin:
-    clear()
+    clear_caches()
     gc.collect()
     c = time.process_time()
     try:
@@ -227,7 +221,8 @@ def versus(other: Path, entries: list[Any]) -> None:
     """This checkout's cold analysis + generation against ``other``'s, alternating (see the
     module's docstring)."""
     cpu = str(min(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else "0"
-    sides = {name: subprocess.Popen([sys.executable, "-c", VERSUS_WORKER, str(root), cpu, json.dumps(TOOLS)],
+    worker = inspect.getsource(clear_caches) + VERSUS_WORKER  # (each side empties its own caches)
+    sides = {name: subprocess.Popen([sys.executable, "-c", worker, str(root), cpu, json.dumps(TOOLS)],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
              for name, root in (("other", other.resolve()), ("this", ROOT))}
     for name, p in sides.items():
