@@ -45,7 +45,7 @@ class _Watchdog:
         self._cond = threading.Condition(self._lock)
         self._heap: list[tuple[float, int]] = []
         self._armed: dict[int, int] = {}  # token -> thread id
-        self._fired: set[int] = set()
+        self._fired: dict[int, float] = {}  # token -> wait before the interrupt is sent again
         self._tokens = itertools.count()
         self._thread: threading.Thread | None = None
 
@@ -73,8 +73,7 @@ class _Watchdog:
         """Stop watching ``token``; True when it had fired (any pending interrupt is cleared)."""
         with self._lock:
             tid = self._armed.pop(token, None)
-            fired = token in self._fired
-            self._fired.discard(token)
+            fired = self._fired.pop(token, None) is not None
         if fired and tid is not None:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), None)
         return fired
@@ -95,15 +94,20 @@ class _Watchdog:
                 heapq.heappop(self._heap)
                 tid = self._armed.get(token)
                 if tid is not None:
-                    self._fired.add(token)
                     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid),
                                                                ctypes.py_object(Interrupted))
-                    # an interrupt can be swallowed (raised inside a gc callback or a __del__,
-                    # where Python ignores exceptions): again, until the thread disarms
-                    heapq.heappush(self._heap, (time.monotonic() + REFIRE_S, token))
+                    # An interrupt can be swallowed: raised inside a gc callback or a __del__,
+                    # where Python ignores exceptions. Allocating code runs gc callbacks often
+                    # (hypothesis installs one), so this is sent again until the thread
+                    # disarms: soon at first, then less often (a thread inside one long C call
+                    # takes it only when the call returns).
+                    wait = self._fired.get(token, REFIRE_FIRST_S / 2) * 2
+                    self._fired[token] = min(wait, REFIRE_MAX_S)
+                    heapq.heappush(self._heap, (time.monotonic() + self._fired[token], token))
 
 
-REFIRE_S = 0.25  # how long an interrupt has to be taken before it is sent again
+REFIRE_FIRST_S = 0.01  # how long an interrupt has to be taken before it is sent again,
+REFIRE_MAX_S = 0.25  # doubling each time up to this
 
 
 WATCHDOG = _Watchdog()
