@@ -482,8 +482,8 @@ class JsonCalls(Driven):
         Each object is a ``tool_call`` region; a lone object's region takes in its frame, so a
         call that never gets a name is kept with its markup."""
         if inp.whole and self.plan is not None:
-            end = self.plan.emit(inp, pos)
-            if end >= 0:
+            end, n = self.plan.emit(inp, pos)
+            if n:
                 return end, 1
         count = 0
         p = pos

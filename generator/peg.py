@@ -216,6 +216,16 @@ class Parser:
     def nullable(self) -> bool:
         return False
 
+    def fast_more(self, inp: Input, pos: int, most: int) -> tuple[int, int]:
+        """More items of a repetition in a row from ``pos``, at most ``most``, where this
+        parser reads such a run at once (each item starts with :meth:`lead`, after whitespace
+        only): where the last ends and how many were read (``(pos, 0)``: none)."""
+        return pos, 0
+
+    def lead(self) -> str | None:
+        """The literal every item :meth:`fast_more` reads starts with (None: it reads none)."""
+        return None
+
 
 def _wait_for(inp: Input, pos: int, n: int) -> Generator[None, None, None]:
     while inp.end - pos < n and not inp.eof:
@@ -224,6 +234,7 @@ def _wait_for(inp: Input, pos: int, n: int) -> Generator[None, None, None]:
 
 
 _WS_RUN = re.compile(r"[ \t\r\n]*")
+_ANY = 1 << 62  # no limit to a count
 
 
 def past_ws(inp: Input, pos: int) -> int:
@@ -792,6 +803,20 @@ class Repeat(Parser):
         """The decision pattern per guards (see :func:`_decision_pattern`), filled as used."""
         return {}
 
+    @cached_property
+    def _more(self) -> Callable[[Input, int, int], tuple[int, int]] | None:
+        """The item's :meth:`~Parser.fast_more` when the items it reads in a row need no
+        decision between them: each starts, past the whitespace the decision skips, with a
+        literal that continues the repetition, where no closer can match."""
+        lead, (_, cont, closers) = self.item.lead(), self._guards
+        if lead is None or not lead[0].strip() or self.sep is not None or not self.skip_ws or not cont:
+            return None
+        if not any(g and lead.startswith(g) for g in cont):
+            return None
+        if any(c.startswith(lead) or lead.startswith(c) for c in closers if c):
+            return None
+        return self.item.fast_more
+
     def _eof_pattern(self, cont: tuple[str, ...] | None, closers: tuple[str, ...]) -> re.Pattern | None:
         rx = self._eof_patterns.get(cont)
         if rx is None and cont not in self._eof_patterns:
@@ -871,11 +896,15 @@ class Repeat(Parser):
         # (``_decision`` at the end of input: ``_next_at`` and ``_at_eof`` inlined, once per item)
         item, sep, most, rx = self.item, self.sep, self.max, self._eof_pattern(cont, closers)
         text, base, end, ws = inp.text, inp.base, inp.end, _WS_RUN.match if self.skip_ws else None
+        more = self._more if inp.whole else None
         while True:
             pos = item.fast(inp, pos)
             if pos < 0:
                 return rollback(inp, m)
             count += 1
+            if more is not None:  # (items read in a row: each would have been decided on)
+                pos, n = more(inp, pos, most - count if most is not None else _ANY)
+                count += n
             if most is not None and count >= most:
                 return pos
             at = ws(text, pos - base).end() if ws is not None else pos - base

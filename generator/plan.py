@@ -66,21 +66,25 @@ class CallPlan:
         not written in the canonical form."""
         return self._read(text, i)
 
-    def emit(self, inp: Input, pos: int) -> int:
-        """Reads the call at ``pos`` of a whole input into one condensed event (``whole_call``:
-        start, end, name, id, arguments; see ``Assembler.handle``): the end, or -1 (nothing
-        read) when it is not in the canonical form."""
-        found = self._read(inp.text, pos - inp.base)
-        if found is None:
-            return -1
-        end, name, call_id, args = found
-        end += inp.base
-        inp.events.append(("whole_call", pos, end, name, call_id, args))
-        inp.chunks += 1
-        inp.chunk_pos = inp.region_end = inp.keep_from = end
-        if inp.soft_pins:
-            inp.soft_pins.clear()
-        return end
+    def emit(self, inp: Input, pos: int, most: int = 1) -> tuple[int, int]:
+        """Reads the calls in a row from ``pos`` of a whole input (at most ``most``; each
+        written in the canonical form, after whitespace only), each into one condensed event
+        (``whole_call``: start, end, name, id, arguments; see ``Assembler.handle``): where the
+        last ends and how many were read (``(pos, 0)``: none)."""
+        read, text, base, events = self._read, inp.text, inp.base, inp.events
+        n = 0
+        while n < most and (found := read(text, pos - base)) is not None:
+            end, name, call_id, args = found
+            end += base
+            events.append(("whole_call", pos, end, name, call_id, args))
+            pos = end
+            n += 1
+        if n:
+            inp.chunks += n
+            inp.chunk_pos = inp.region_end = inp.keep_from = pos
+            if inp.soft_pins:
+                inp.soft_pins.clear()
+        return pos, n
 
 
 def lit_step(text: str, raw_before: bool, raw_after: bool) -> Step:
@@ -412,10 +416,19 @@ class PlannedCall(Capture):
 
     def fast(self, inp: Input, pos: int) -> int:
         if inp.whole:
-            end = self.plan.emit(inp, pos)
-            if end >= 0:
+            end, n = self.plan.emit(inp, pos)
+            if n:
                 return end
         return super().fast(inp, pos)
+
+    def fast_more(self, inp: Input, pos: int, most: int) -> tuple[int, int]:
+        if inp.whole:
+            return self.plan.emit(inp, pos, most)
+        return pos, 0
+
+    def lead(self) -> str | None:
+        step = self.plan.steps[0] if self.plan.steps else None
+        return step[1][0] if step is not None and step[0] == LIT and step[1][0] else None
 
 
 def planned(call: Parser, steps: Sequence[Step] | None) -> Parser:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 import generator.plan as plan_module
-from generator.peg import Marker, Until
+from generator.peg import Input, Lit, Marker, Repeat, Until
 from generator.plan import JSON, KEY, NAME, UNITS, VALUE, CallPlan, PlannedCall, UnitsPlan, lit_step
 from generator.verify.deviations import deviations
 from test_fuzz_outputs import call_outputs
@@ -77,6 +77,25 @@ def test_json_arguments_end_where_the_decoder_ends():
     assert plan.read('[C]f[A]{"a": 1[E]', 0) is None
 
 
+def test_calls_in_a_row_are_read_at_once_where_no_closer_can_start_like_them():
+    call = PlannedCall(Lit("<tool_call>"), XML)  # (the general reader: only its first literal is asked)
+    calls = Repeat(call, closers=("</tools>",), skip_ws=True)
+    inp = Input()
+    inp.set_text(CALL + "\n" + CALL + " " + CALL + "\n</tools>")
+    n = len(CALL) + 1  # (a call takes the whitespace after it)
+    assert calls.fast(inp, 0) == 3 * n
+    assert [(ev[0], ev[1]) for ev in inp.events] == [("whole_call", 0), ("whole_call", n), ("whole_call", 2 * n)]
+    inp.set_text(CALL + CALL)
+    inp.events.clear()
+    assert Repeat(call, max=1, skip_ws=True).fast(inp, 0) == len(CALL) and len(inp.events) == 1
+    assert calls._more is not None
+    # where a closer could start as a call does, or a separator comes between, each is decided on
+    assert Repeat(call, closers=("<tool_call>\n<function=g>",), skip_ws=True)._more is None
+    assert Repeat(call, closers=("<tool",), skip_ws=True)._more is None
+    assert Repeat(call, sep=Lit(","), closers=("</tools>",), skip_ws=True)._more is None
+    assert Repeat(call, closers=("</tools>",))._more is None
+
+
 # --------------------------------------------------------------------------- over the corpus
 
 def _has_plan(parser) -> bool:
@@ -105,11 +124,11 @@ class _Reads:
         self.at: set[tuple[str, int]] = set()
         emit = CallPlan.emit
 
-        def noted(plan, inp, pos):
-            end = emit(plan, inp, pos)
-            if end >= 0:
-                self.at.add((inp.text, pos))
-            return end
+        def noted(plan, inp, pos, most=1):
+            n = len(inp.events)
+            end, read = emit(plan, inp, pos, most)
+            self.at.update((inp.text, ev[1]) for ev in inp.events[n:] if ev[0] == "whole_call")
+            return end, read
         monkeypatch.setattr(plan_module.CallPlan, "emit", noted)
 
 
