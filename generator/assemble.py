@@ -137,7 +137,14 @@ def default_call_id(index: int, name: str, before: str) -> str:
         >>> len({default_call_id(i, n, b) for i in (0, 1) for n in ("f", "g") for b in ("", "x")})
         8
     """
-    return "call_" + _context_digest(before) + _name_digest(name) + "%04x" % index
+    return _id_head(before, name) + "%04x" % index
+
+
+@lru_cache(maxsize=1024)
+def _id_head(before: str, name: str) -> str:
+    """An id's first 25 characters (the calls of one section share the text before them, and
+    often the name)."""
+    return "call_" + _context_digest(before) + _name_digest(name)
 
 
 @lru_cache(maxsize=256)
