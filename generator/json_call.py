@@ -16,8 +16,8 @@ import re
 from json.decoder import scanstring
 from typing import Sequence
 
-from .peg import (FAIL, NEED, SCAN, SLOW, Capture, Driven, Input, JsonValue, Marker, Parser, Run, _Fast, deviate,
-                  number_cut, past_ws, skip_ws)
+from .peg import (FAIL, NEED, NO_LIMIT, SCAN, SLOW, Capture, Driven, Input, JsonValue, Marker, Parser, Run, _Fast,
+                  deviate, number_cut, past_ws, skip_ws)
 from .plan import CallPlan
 from .recovery import Recover
 from .values import PYTHON, LiteralValue
@@ -459,6 +459,10 @@ class JsonCalls(Driven):
         self.frame_open = frame_open.loose() if frame_open is not None and frame_open.core else None
         self.frame_close = frame_close.loose() if frame_close is not None and frame_close.core else None
         self.max_calls = max_calls
+        # one-shot, the calls after a call that the plan reads in a row: where nothing needs
+        # deciding between them (whitespace between calls is the template's, or not known)
+        self._in_a_row = self.plan is not None and self.frame_open is not None and sep in (None, "") and \
+            self.plan.lead.startswith(self.frame_open.core)
 
     def first(self) -> tuple[str, ...]:
         return (self.frame_open.core,) if self.frame_open is not None else ("{", "[")
@@ -552,6 +556,9 @@ class JsonCalls(Driven):
                 return FAIL
             count += n
             pos = end
+            if self._in_a_row and inp.whole:
+                pos, n = self.plan.emit(inp, pos, self.max_calls - count if self.max_calls is not None else NO_LIMIT)
+                count += n
             if self.max_calls is not None and count >= self.max_calls:
                 return pos
             q = (past_ws(inp, pos) if inp.eof else (yield from skip_ws(inp, pos)))

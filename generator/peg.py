@@ -234,7 +234,7 @@ def _wait_for(inp: Input, pos: int, n: int) -> Generator[None, None, None]:
 
 
 _WS_RUN = re.compile(r"[ \t\r\n]*")
-_ANY = 1 << 62  # no limit to a count
+NO_LIMIT = 1 << 62  # a count no run reaches (no limit)
 
 
 def past_ws(inp: Input, pos: int) -> int:
@@ -903,7 +903,7 @@ class Repeat(Parser):
                 return rollback(inp, m)
             count += 1
             if more is not None:  # (items read in a row: each would have been decided on)
-                pos, n = more(inp, pos, most - count if most is not None else _ANY)
+                pos, n = more(inp, pos, most - count if most is not None else NO_LIMIT)
                 count += n
             if most is not None and count >= most:
                 return pos

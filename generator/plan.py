@@ -59,6 +59,8 @@ class CallPlan:
         # JSON value that is not a string (a JSON-encoded string is the general reader's)
         self.json_strings = json_strings
         self.source, self._read = _reader(_compile(self.steps), json_strings)
+        # the literal every call read starts with, past whitespace ("": none)
+        self.lead = self.steps[0][1][0] if self.steps and self.steps[0][0] == LIT else ""
 
     def read(self, text: str, i: int) -> tuple[int, str, str | None, str | list[tuple[str, str]]] | None:
         """``(end, name, id, arguments)`` of the call at ``i`` of a complete ``text`` (arguments:
@@ -427,8 +429,7 @@ class PlannedCall(Capture):
         return pos, 0
 
     def lead(self) -> str | None:
-        step = self.plan.steps[0] if self.plan.steps else None
-        return step[1][0] if step is not None and step[0] == LIT and step[1][0] else None
+        return self.plan.lead or None
 
 
 def planned(call: Parser, steps: Sequence[Step] | None) -> Parser:
