@@ -69,7 +69,10 @@ def inner(part: str, fmt: str, size: int) -> None:
 def collected(part: str, fmt: str, size: int) -> int:
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
            "--inner", part, "--format", fmt, "--size", str(size)]
-    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+    # valgrind starts the interpreter by its real path, outside a virtual environment: the
+    # child is handed this process' module path (else it would import another site-packages)
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     m = re.search(r"Collected : (\d+)", out.stderr)
     if out.returncode or m is None:
         raise SystemExit(f"callgrind failed on {part}: {out.stderr[-500:]}")
