@@ -460,9 +460,10 @@ class JsonCalls(Driven):
         self.frame_close = frame_close.loose() if frame_close is not None and frame_close.core else None
         self.max_calls = max_calls
         # one-shot, the calls after a call that the plan reads in a row: where nothing needs
-        # deciding between them (whitespace between calls is the template's, or not known)
+        # deciding between them (whitespace between calls is the template's, or not known, and
+        # the frame cannot be read as a separator)
         self._in_a_row = self.plan is not None and self.frame_open is not None and sep in (None, "") and \
-            self.plan.lead.startswith(self.frame_open.core)
+            self.plan.lead.startswith(self.frame_open.core) and self.frame_open.core[0] not in ",;"
 
     def first(self) -> tuple[str, ...]:
         return (self.frame_open.core,) if self.frame_open is not None else ("{", "[")

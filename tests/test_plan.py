@@ -99,12 +99,16 @@ def test_calls_in_a_row_are_read_at_once_where_no_closer_can_start_like_them():
 
 def test_json_calls_are_read_in_a_row_only_where_whitespace_between_them_is_the_templates():
     plan = CallPlan([lit_step('<tool_call>\n{"name": "', False, True), (NAME, _until('"')),
-                     lit_step('", "arguments": ', True, False), (JSON, None), lit_step("}\n</tool_call>", False, False)],
-                    json_strings=True)
+                     lit_step('", "arguments": ', True, False), (JSON, None),
+                     lit_step("}\n</tool_call>", False, False)], json_strings=True)
     opener, closer = Marker.stop("<tool_call>"), Marker.stop("</tool_call>")
     for sep, in_a_row in (("", True), (None, True), (",", False)):  # (with ",", whitespace is a deviation)
         assert JsonCalls(Lit("{"), opener, closer, sep=sep, plan=plan)._in_a_row is in_a_row
     assert not JsonCalls(Lit("{"), sep="", plan=plan)._in_a_row  # (no frame: "{" starts them)
+    semi = CallPlan([lit_step(';{"name": "', False, True), (NAME, _until('"')),
+                     lit_step('", "arguments": ', True, False), (JSON, None), lit_step("}", False, False)],
+                    json_strings=True)
+    assert not JsonCalls(Lit("{"), Marker.stop(";"), sep="", plan=semi)._in_a_row  # (";" also separates calls)
 
 
 # --------------------------------------------------------------------------- over the corpus
