@@ -101,9 +101,8 @@ class _Watchdog:
                     # (hypothesis installs one), so this is sent again until the thread
                     # disarms: soon at first, then less often (a thread inside one long C call
                     # takes it only when the call returns).
-                    wait = self._fired.get(token, REFIRE_FIRST_S / 2) * 2
-                    self._fired[token] = min(wait, REFIRE_MAX_S)
-                    heapq.heappush(self._heap, (time.monotonic() + self._fired[token], token))
+                    wait = self._fired[token] = min(self._fired.get(token, REFIRE_FIRST_S / 2) * 2, REFIRE_MAX_S)
+                    heapq.heappush(self._heap, (time.monotonic() + wait, token))
 
 
 REFIRE_FIRST_S = 0.01  # how long an interrupt has to be taken before it is sent again,

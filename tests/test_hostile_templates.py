@@ -36,10 +36,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from analyzer import analyze_template, from_string
+from analyzer import analyze_template, from_string, render
 from analyzer.errors import ChatAutoparserError, RenderLimitError, TemplateError
 from analyzer.limits import DEFAULT_LIMITS, RenderLimits
-from analyzer import render
 from analyzer.render import ENGINES, make_renderer
 
 REPO = Path(__file__).resolve().parents[1]
