@@ -122,11 +122,22 @@ class _TemplateNamespace(jinja2.utils.Namespace):
 
 
 
-class _HFEnvironment(guards.GuardedOps, ImmutableSandboxedEnvironment):
+class _PlainGlobals:
+    """A template's globals as one plain dict. jinja2's ``ChainMap`` over the environment's
+    globals is copied key by key into every render's context, a fifth of the time a short
+    render takes; these environments' globals are all set before any template compiles."""
+
+    globals: dict[str, Any]
+
+    def make_globals(self, d: Mapping[str, Any] | None) -> dict[str, Any]:
+        return {**self.globals, **(d or {})}
+
+
+class _HFEnvironment(_PlainGlobals, guards.GuardedOps, ImmutableSandboxedEnvironment):
     code_generator_class = GuardedCodeGenerator
 
 
-class _RelaxedEnvironment(guards.GuardedOps, SandboxedEnvironment):
+class _RelaxedEnvironment(_PlainGlobals, guards.GuardedOps, SandboxedEnvironment):
     """Mutable sandbox: lets ``list.append`` through. Used only as a recorded fallback for
     templates that transformers' own sandbox cannot render."""
 
