@@ -37,10 +37,12 @@ def common_prefix_len(a: str, b: str, *, tokens: bool = False) -> int:
 
 @lru_cache(maxsize=256)
 def _token_prefix_len(a: str, b: str) -> int:
-    # the analysis asks this of the same two long prompts once per tool-call probe
-    ta, tb = tokenize(a), tokenize(b)
-    size = 0
-    for x, y in zip(ta, tb):
+    # the analysis asks this of the same two long prompts once per tool-call probe. No token
+    # holds a newline but as itself, so a newline both texts share ends a token in both, and
+    # the tokens before it are the same: only the line where they part is tokenized.
+    start = a.rfind("\n", 0, common_prefix_len(a, b)) + 1
+    size = start
+    for x, y in zip(tokenize(a[start:]), tokenize(b[start:])):
         if x != y:
             break
         size += len(x)
@@ -59,7 +61,9 @@ def common_suffix_len(a: str, b: str, *, tokens: bool = False, limit: int | None
             else:
                 hi = mid - 1
         return lo
-    ta, tb = tokenize(a), tokenize(b)
+    # (as in _token_prefix_len: a token common to both ends after the line where they part starts)
+    common = common_suffix_len(a, b)
+    ta, tb = tokenize(a[a.rfind("\n", 0, len(a) - common) + 1:]), tokenize(b[b.rfind("\n", 0, len(b) - common) + 1:])
     size = 0
     for x, y in zip(reversed(ta), reversed(tb)):
         if x != y or (limit is not None and size + len(x) > limit):

@@ -260,6 +260,52 @@ def test_common_suffix_len_char_and_token_modes() -> None:
     assert common_suffix_len("a bb cc", "x bb cc", limit=4) == 4
 
 
+def test_token_modes_never_cut_a_marker_at_a_space_inside_it() -> None:
+    one, two = 'a\nb <x k="1" j="3">', 'a\nb <x k="2" j="3">'
+    assert common_prefix_len(one, two, tokens=True) == len("a\nb ")
+    assert common_suffix_len(one, two, tokens=True) == 0
+
+
+@given(st.one_of(st.text(), st.lists(st.sampled_from(ANGLE_PIECES + SAFE_PIECES), max_size=30).map("".join)))
+def test_no_token_holds_a_newline_but_itself(text: str) -> None:
+    # what lets the token-mode prefix and suffix tokenize only the line where two texts part
+    assert all(t == "\n" or "\n" not in t for t in tokenize(text))
+
+
+def _token_prefix_of_whole_texts(a: str, b: str) -> int:
+    size = 0
+    for x, y in zip(tokenize(a), tokenize(b)):
+        if x != y:
+            break
+        size += len(x)
+    return size
+
+
+def _token_suffix_of_whole_texts(a: str, b: str, limit: int | None) -> int:
+    size = 0
+    for x, y in zip(reversed(tokenize(a)), reversed(tokenize(b))):
+        if x != y or (limit is not None and size + len(x) > limit):
+            break
+        size += len(x)
+    return size
+
+
+_lines = st.lists(st.sampled_from(ANGLE_PIECES + SAFE_PIECES + ["\n", "a\n", "\n<|x|>", '<x k="1">', '<x k="2">']),
+                  max_size=25).map("".join)
+
+
+@settings(max_examples=300)
+@given(_lines, _lines, _lines, st.integers(0, 10**6), st.sampled_from("2 \n<>|x"), st.none() | st.integers(0, 60))
+def test_token_modes_equal_the_walk_over_whole_texts(shared: str, a: str, b: str, at: int, char: str,
+                                                       limit: int | None) -> None:
+    text = shared + a
+    at %= len(text) + 1
+    edited = text[:at] + char + text[at + 1:]  # parts inside a token, a line or a marker
+    for x, y in ((shared + a, shared + b), (a + shared, b + shared), (a, b), (text, edited)):
+        assert common_prefix_len(x, y, tokens=True) == _token_prefix_of_whole_texts(x, y)
+        assert common_suffix_len(x, y, tokens=True, limit=limit) == _token_suffix_of_whole_texts(x, y, limit)
+
+
 def test_common_prefix_and_suffix_of_many() -> None:
     assert common_prefix(["abc<t>", "abc<u>", "abd"]) == "ab"
     assert common_prefix(["a<think>x", "a<thonk>x"], tokens=True) == "a"
