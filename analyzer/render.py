@@ -224,11 +224,14 @@ def compile_template(source: str, sandbox: str = "immutable", limits: RenderLimi
 
 
 def _template_line(tb: Any) -> int | None:
-    """The template line of the innermost template frame in a traceback (jinja rewrites frames)."""
+    """The template line of the innermost template frame in a traceback: the generated code's
+    line, mapped back through the template's debug info."""
     line = None
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename == "<template>":
-            line = tb.tb_lineno
+        frame = tb.tb_frame
+        if frame.f_code.co_filename == "<template>":
+            template = frame.f_globals.get("__jinja_template__")
+            line = tb.tb_lineno if template is None else template.get_corresponding_lineno(tb.tb_lineno)
         tb = tb.tb_next
     return line
 
@@ -318,7 +321,10 @@ class Jinja2Renderer:
         def generate() -> str:
             pieces: list[str] = []
             size = 0
-            for piece in compiled.generate(context):
+            # the root render function itself, not Template.generate: that one rewrites every
+            # exception's traceback into template frames (compiling code for each), and most
+            # templates refuse a few probes by raising
+            for piece in compiled.root_render_func(compiled.new_context(context)):
                 size += len(piece)
                 if size > limit:
                     raise RenderLimitError(f"output over {limit} characters", template=name)
