@@ -48,29 +48,52 @@ def _literal(node: nodes.Node) -> bool:
     return False
 
 
-def _filters_and_tests(roots: Any) -> tuple[set[str], set[str]]:
+# What jinja2's code generator searches whole subtrees for, for template inheritance, imports
+# and scoped blocks in loops: of the template, and again of every loop's body (nested loops
+# over and over). Chat templates seldom have any.
+_INHERITANCE = (nodes.Extends, nodes.Block, nodes.ImportedName)
+
+
+def _survey(roots: Any) -> tuple[set[str], set[str], bool]:
     """The names of the filters and tests used in ``roots`` and below, except inside blocks
-    (what jinja2's ``DependencyFinderVisitor`` collects for ``pull_dependencies``)."""
+    (what jinja2's ``DependencyFinderVisitor`` collects for ``pull_dependencies``), and whether
+    any of the ``_INHERITANCE`` nodes is among them."""
     filters: set[str] = set()
     tests: set[str] = set()
+    inherits = False
     Node = nodes.Node
     stack = list(roots)
     while stack:
         node = stack.pop()
         kind = type(node)
         if kind is nodes.Block:
+            inherits = True
             continue
         if kind is nodes.Filter:
             filters.add(node.name)
         elif kind is nodes.Test:
             tests.add(node.name)
+        elif kind is nodes.Extends or kind is nodes.ImportedName:
+            inherits = True
         for field in node.fields:
             value = getattr(node, field, None)
             if isinstance(value, Node):
                 stack.append(value)
             elif isinstance(value, list):
                 stack.extend(item for item in value if isinstance(item, Node))
-    return filters, tests
+    return filters, tests, inherits
+
+
+def _searched_at_once(node: nodes.Node) -> None:
+    """Make ``node`` (a copy the generator alone holds, in a template without inheritance
+    nodes) answer searches for them without walking its subtree. jinja2 allows no node
+    subclass, so the copy's own ``find_all`` stands in front of the class's."""
+    find_all = node.find_all
+
+    def find_all_but_inheritance(node_type: Any) -> Any:
+        return iter(()) if node_type in _INHERITANCE else find_all(node_type)
+
+    node.find_all = find_all_but_inheritance  # type: ignore[method-assign]
 
 
 class GuardedCodeGenerator(CodeGenerator):
@@ -82,10 +105,18 @@ class GuardedCodeGenerator(CodeGenerator):
         limits = current().limits
         self._max_nesting, self._max_code = limits.max_nesting, limits.max_compiled_chars
         self._nesting = self._literal_chars = 0
+        self._root_dependencies: tuple[Any, set[str], set[str]] = ([], set(), set())
+        self._inherits = True
 
     # ---------------------------------------------------------------- template size
 
     def visit_Template(self, node: nodes.Template, frame: Frame | None = None) -> None:
+        filters, tests, inherits = _survey(node.body)
+        self._root_dependencies = (node.body, filters, tests)
+        self._inherits = inherits
+        if not inherits:
+            node = copy.copy(node)  # the AST is shared with static inspection: never change it
+            _searched_at_once(node)
         super().visit_Template(node, frame)
         # Python's compiler, one C call no timer can interrupt, runs next: its work grows with
         # the code, not with the template text it carries
@@ -112,7 +143,9 @@ class GuardedCodeGenerator(CodeGenerator):
     def pull_dependencies(self, nodes_: Any) -> None:
         # jinja2 finds the filters and tests a frame uses with a visitor over every node; one
         # plain walk finds the same names, and jinja2 writes their lookups from a node for each
-        filters, tests = _filters_and_tests(nodes_)
+        root, filters, tests = self._root_dependencies
+        if nodes_ is not root:  # a block's body
+            filters, tests, _ = _survey(nodes_)
         super().pull_dependencies([nodes.Filter(None, name, [], [], None, None) for name in sorted(filters)]
                                   + [nodes.Test(None, name, [], [], None, None) for name in sorted(tests)])
 
@@ -201,6 +234,8 @@ class GuardedCodeGenerator(CodeGenerator):
 
     def visit_For(self, node: nodes.For, frame: Frame) -> None:
         node = copy.copy(node)  # the AST is shared with static inspection: never change it
+        if not self._inherits:
+            _searched_at_once(node)
         if node.recursive:  # nested calls of a recursive loop bypass its iterable: count each step
             tick = _hook("_loop_tick", nodes.Const(None, lineno=node.lineno), node.lineno)
             node.body = [nodes.ExprStmt(tick, lineno=node.lineno), *node.body]

@@ -433,6 +433,35 @@ def test_filter_and_test_lookups_are_written_as_jinja2_writes_them(src: str, mon
     assert "= environment.filters[" in ours and "= environment.tests[" in ours  # (the case is tested)
 
 
+SEARCH_TEMPLATES = DEPENDENCY_TEMPLATES + [
+    "{% for m in messages %}{% for c in m.content %}{% for k in c %}{{ loop.index }}{{ k }}{% endfor %}"
+    "{{ loop.last }}{% endfor %}{% endfor %}",
+    "{% for i in x %}{% block b scoped %}{{ i }}{{ loop.index }}{% endblock %}{% endfor %}",
+    "{% extends 'base.jinja' %}{% block a %}{% for i in x %}{{ i }}{% endfor %}{% endblock %}",
+]
+
+
+@pytest.mark.parametrize("src", SEARCH_TEMPLATES)
+def test_searches_for_inheritance_nodes_write_the_code_full_searches_write(src: str, monkeypatch: pytest.MonkeyPatch
+                                                                           ) -> None:
+    # in a template without blocks, extends or imports, the searches jinja2's code generator
+    # makes for them end at once; the code is the code of the full searches, and the AST
+    # (shared, cached) is left as it was
+    from jinja2 import nodes
+
+    import analyzer.codegen
+    from analyzer.render import _environment
+
+    env = _environment("immutable")
+    ast = env.parse(src)
+    before = repr(ast)
+    ours = env.compile(ast, raw=True)
+    assert all("find_all" not in vars(n) for n in [ast, *ast.find_all(nodes.Node)])
+    assert repr(ast) == before
+    monkeypatch.setattr(analyzer.codegen, "_searched_at_once", lambda node: None)
+    assert env.compile(ast, raw=True) == ours
+
+
 def test_jinja2_syntax_error_exact_line() -> None:
     with pytest.raises(TemplateError) as ei:
         render("line1\nline2\n{% if x %}{{ y }\nline4", "jinja2")
