@@ -411,29 +411,7 @@ DEPENDENCY_TEMPLATES = [
 ]
 
 
-@pytest.mark.parametrize("src", DEPENDENCY_TEMPLATES)
-def test_filter_and_test_lookups_are_written_as_jinja2_writes_them(src: str, monkeypatch: pytest.MonkeyPatch
-                                                                   ) -> None:
-    # the code generator finds the filters and tests a frame uses in one walk; the code it
-    # writes is the code of jinja2's own search
-    from jinja2.compiler import CodeGenerator
-
-    from analyzer.codegen import GuardedCodeGenerator
-    from analyzer.render import _environment
-
-    env = _environment("immutable")
-    ast = env.parse(src)
-    ours = env.compile(ast, raw=True)
-
-    class Stock(GuardedCodeGenerator):
-        pull_dependencies = CodeGenerator.pull_dependencies
-
-    monkeypatch.setattr(env, "code_generator_class", Stock)
-    assert env.compile(ast, raw=True) == ours
-    assert "= environment.filters[" in ours and "= environment.tests[" in ours  # (the case is tested)
-
-
-SEARCH_TEMPLATES = DEPENDENCY_TEMPLATES + [
+SEARCH_TEMPLATES = [
     "{% for m in messages %}{% for c in m.content %}{% for k in c %}{{ loop.index }}{{ k }}{% endfor %}"
     "{{ loop.last }}{% endfor %}{% endfor %}",
     "{% for i in x %}{% block b scoped %}{{ i }}{{ loop.index }}{% endblock %}{% endfor %}",
@@ -441,15 +419,17 @@ SEARCH_TEMPLATES = DEPENDENCY_TEMPLATES + [
 ]
 
 
-@pytest.mark.parametrize("src", SEARCH_TEMPLATES)
-def test_searches_for_inheritance_nodes_write_the_code_full_searches_write(src: str, monkeypatch: pytest.MonkeyPatch
-                                                                           ) -> None:
-    # in a template without blocks, extends or imports, the searches jinja2's code generator
-    # makes for them end at once; the code is the code of the full searches, and the AST
-    # (shared, cached) is left as it was
+@pytest.mark.parametrize("src", DEPENDENCY_TEMPLATES + SEARCH_TEMPLATES)
+def test_code_is_the_code_of_jinja2s_own_walks(src: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the code generator finds the filters and tests a frame uses in one walk (which also sees
+    # whether the template has blocks, extends or imports); in a template without those, the
+    # searches jinja2 makes for them end at once. The code is the code of jinja2's own walks,
+    # and the AST (shared, cached) is left as it was.
     from jinja2 import nodes
+    from jinja2.compiler import CodeGenerator
 
     import analyzer.codegen
+    from analyzer.codegen import GuardedCodeGenerator
     from analyzer.render import _environment
 
     env = _environment("immutable")
@@ -458,6 +438,13 @@ def test_searches_for_inheritance_nodes_write_the_code_full_searches_write(src: 
     ours = env.compile(ast, raw=True)
     assert all("find_all" not in vars(n) for n in [ast, *ast.find_all(nodes.Node)])
     assert repr(ast) == before
+    if src in DEPENDENCY_TEMPLATES:
+        assert "= environment.filters[" in ours and "= environment.tests[" in ours  # (the case is tested)
+
+    class Stock(GuardedCodeGenerator):
+        pull_dependencies = CodeGenerator.pull_dependencies
+
+    monkeypatch.setattr(env, "code_generator_class", Stock)
     monkeypatch.setattr(analyzer.codegen, "_searched_at_once", lambda node: None)
     assert env.compile(ast, raw=True) == ours
 
