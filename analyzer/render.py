@@ -38,6 +38,7 @@ import jinja2.ext
 import jinja2.nodes
 from jinja2.exceptions import TemplateSyntaxError, UndefinedError
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
+from jinja2.utils import internal_code
 
 from . import guards
 from .bounded import tree_measures
@@ -225,13 +226,14 @@ def compile_template(source: str, sandbox: str = "immutable", limits: RenderLimi
 
 def _template_line(tb: Any) -> int | None:
     """The template line of the innermost template frame in a traceback: the generated code's
-    line, mapped back through the template's debug info."""
+    line, mapped back through the template's debug info (as jinja2 rewrites tracebacks: its
+    internal functions, such as the stand-in for a filter no one defined, are not the template's)."""
     line = None
     while tb is not None:
         frame = tb.tb_frame
-        if frame.f_code.co_filename == "<template>":
-            template = frame.f_globals.get("__jinja_template__")
-            line = tb.tb_lineno if template is None else template.get_corresponding_lineno(tb.tb_lineno)
+        template = frame.f_globals.get("__jinja_template__")
+        if template is not None and frame.f_code not in internal_code:
+            line = template.get_corresponding_lineno(tb.tb_lineno)
         tb = tb.tb_next
     return line
 

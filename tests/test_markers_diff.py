@@ -272,6 +272,13 @@ def test_no_token_holds_a_newline_but_itself(text: str) -> None:
     assert all(t == "\n" or "\n" not in t for t in tokenize(text))
 
 
+@pytest.mark.parametrize("marker", MARKERS)
+def test_a_newline_inside_a_marker_shape_ends_it(marker: str) -> None:
+    for i in range(1, len(marker)):
+        text = marker[:i] + "\n" + marker[i:]
+        assert all(t == "\n" or "\n" not in t for t in tokenize(text)), text
+
+
 def _token_prefix_of_whole_texts(a: str, b: str) -> int:
     size = 0
     for x, y in zip(tokenize(a), tokenize(b)):

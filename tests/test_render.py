@@ -449,6 +449,19 @@ def test_code_is_the_code_of_jinja2s_own_walks(src: str, monkeypatch: pytest.Mon
     assert env.compile(ast, raw=True) == ours
 
 
+@pytest.mark.parametrize("src, line", [
+    ("a\n{{ messages[0].content.nosuchmethod() }}", 2),
+    ("a\n{% if x %}\n{{ y | nosuch }}{% endif %}", 3),     # jinja2's stand-in for the filter
+    ("a\n\n{% if x is nosuch %}{% endif %}", 3),            # raises, not the template line
+    ("a\n{% block b %}\n\n{% if x is nosuch %}{% endif %}{% endblock %}", 4),
+    ("{% macro m() %}\n{{ raise_exception('no') }}{% endmacro %}\n{{ m() }}", 2),
+])
+def test_a_render_error_names_the_template_line(src: str, line: int) -> None:
+    with pytest.raises(RenderError) as ei:
+        render(src, "jinja2", [user("x")], x=1)
+    assert ei.value.line == line
+
+
 def test_jinja2_syntax_error_exact_line() -> None:
     with pytest.raises(TemplateError) as ei:
         render("line1\nline2\n{% if x %}{{ y }\nline4", "jinja2")
