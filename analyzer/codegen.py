@@ -108,7 +108,7 @@ class GuardedCodeGenerator(CodeGenerator):
         self._root_dependencies: tuple[Any, set[str], set[str]] = ([], set(), set())
         self._inherits = True
 
-    # ---------------------------------------------------------------- template size
+    # ---------------------------------------------------------------- the template: one walk, its size
 
     def visit_Template(self, node: nodes.Template, frame: Frame | None = None) -> None:
         filters, tests, inherits = _survey(node.body)

@@ -61,7 +61,8 @@ def common_suffix_len(a: str, b: str, *, tokens: bool = False, limit: int | None
             else:
                 hi = mid - 1
         return lo
-    # (as in _token_prefix_len: a token common to both ends after the line where they part starts)
+    # (as in _token_prefix_len: the tokens they share from the end all lie past the start of the
+    # line where they part, and that start ends a token in each)
     common = common_suffix_len(a, b)
     ta, tb = tokenize(a[a.rfind("\n", 0, len(a) - common) + 1:]), tokenize(b[b.rfind("\n", 0, len(b) - common) + 1:])
     size = 0
