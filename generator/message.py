@@ -24,7 +24,7 @@ from .calls import (Sectioned, bare_json_calls, call_guards, channel_call, chann
 from .skeleton import skeleton_call
 from .peg import (Ahead, Attempt, Capture, Check, Choice, Empty, Lazy, Lit, Marker, Noted, Opt, OptMarker, Parser,
                   Seq, Text, Until, Ws)
-from .recovery import AtEnd, Segments, TextUntilCall
+from .recovery import FENCE, AtEnd, Segments, TextUntilCall
 
 
 @dataclass(frozen=True)
@@ -106,9 +106,6 @@ def _name_after(events: list[tuple], i: int) -> str:
     return "".join(out)
 
 
-FENCE = "```"
-
-
 @dataclass(frozen=True)
 class Request:
     """What the grammar depends on besides the analysis."""
@@ -145,7 +142,8 @@ class _Builder:
     # ---- reasoning
     def reasoning_body(self) -> Parser:
         """Reasoning runs to its end marker, or to the end of the turn when the model never closes
-        it, or (a request with tools) to a well-formed call to one of them."""
+        it, or (a request with tools) to a well-formed call to one of them when the end marker
+        does not follow the call (a call drafted in reasoning that closes later is reasoning)."""
         turn_ends = [Marker.stop(x) for x in (self.analysis.end_of_turn, self.analysis.final_suffix) if x.strip()]
         end_m = self.end_m
         stops = ([end_m] if end_m else []) + [m for m in turn_ends if not end_m or m.core != end_m.core]
@@ -154,7 +152,9 @@ class _Builder:
             probes = [(guards, Check(self.section(with_start), accept=accept))
                       for guards, with_start in ((tool_guards(self.ts), True), (call_guards(self.ts), False)) if guards]
             if probes:
-                return TextUntilCall("reasoning", stops, probes, "reasoning was not closed before a tool call")
+                return TextUntilCall("reasoning", stops, probes, "reasoning was not closed before a tool call",
+                                     closer=end_m.core if end_m else "",
+                                     fenced=self.ts.function_format != FunctionFormat.MARKDOWN_CODE_BLOCK)
         return Capture("reasoning", Until(stops))
 
     def after_reasoning(self) -> Parser:

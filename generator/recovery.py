@@ -21,8 +21,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from .marker_search import marker_search
 from .peg import (FAIL, NEED, SLOW, Capture, Choice, Driven, Input, Marker, Parser, Run, Until, guard_state, mark,
                   rollback, skip_ws)
+
+FENCE = "```"  # (a code block's fence: three backticks or more)
 
 
 class Segments(Parser):
@@ -231,39 +234,124 @@ class Closer(Parser):
 
 class TextUntilCall(Driven):
     """Text of region ``tag`` up to the first of ``stops``, or up to where a well-formed call
-    starts (a probe's parser succeeds at one of its guards): a block the model never closed
-    ends at a call it writes after it. The call is not read here (the caller reads it next); a
-    warning event says the block was not closed. A guard where no call follows is text."""
+    starts (a probe's parser succeeds at one of its guards) in a block the model never closes:
+    the block ends at the call it writes after it. The call is not read here (the caller reads
+    it next); a warning event says the block was not closed. A guard where no call follows is
+    text.
+
+    A block that does close (``closer``, one of ``stops``, comes after the call before any other
+    stop) keeps its calls as text: a model drafting or quoting a call while it reasons has not
+    made it. Streaming, that is known only when the closer, another stop or the end of the
+    output arrives: the text from the call's guard on is held until then. With ``fenced``, a
+    call inside a fenced code block (a run of three or more backticks, closed by a run at least
+    as long) is text too, closed block or not.
+    """
 
     def __init__(self, tag: str, stops: Sequence[Marker], probes: Sequence[tuple[Sequence[str], Parser]],
-                 warning: str) -> None:
+                 warning: str, closer: str = "", fenced: bool = False) -> None:
         self.probes = [(tuple(g for g in guards if g.strip()), p) for guards, p in probes]
         self.guards = tuple(g for guards, _ in self.probes for g in guards)
         cores = dict.fromkeys(g.strip() for g in self.guards)  # (whitespace before a guard is any)
         # (whitespace before a call from a line break on is the call's; spaces after text stay text)
-        self.text = Capture(tag, Until(list(stops) + [Marker(c).loose(after=False, lines=True) for c in cores]))
+        fences = [Marker(FENCE)] if fenced and FENCE not in cores else []
+        self.text = Capture(tag, Until(list(stops) + [Marker(c).loose(after=False, lines=True) for c in cores]
+                                       + fences))
+        self.fenced = bool(fences)
         self.tag = tag
         self.warning = warning
+        self.closer = closer.strip()
+        ends = {s.core for s in stops if s.core} | ({self.closer} if self.closer else set())
+        self._ends = marker_search(ends) if self.closer else None
+        self._ends_len = max((len(e) for e in ends), default=0)
+        self._prefixes = frozenset(e[:k] for e in ends for k in range(1, len(e)))
+
+    def _text(self, inp: Input, a: int, b: int) -> None:
+        """``inp``'s text from ``a`` to ``b`` as one chunk of the region."""
+        inp.events += [("open", self.tag), ("chunk", self.tag, inp.get(a, b)), ("close", self.tag)]
+        inp.chunks += 1
+        inp.chunk_pos = b
+
+    def _fence_at(self, inp: Input, pos: int) -> Run:
+        """The length of the run of backticks at ``pos`` when it is a fence (0 when none),
+        once the input shows where the run ends."""
+        if not self.fenced:
+            return 0
+        while inp.end < pos + len(FENCE) and not inp.eof:
+            yield NEED
+        if not inp.startswith(FENCE, pos):
+            return 0
+        end = pos + len(FENCE)
+        while True:
+            while end >= inp.end and not inp.eof:
+                yield NEED
+            if end >= inp.end or inp.get(end, end + 1) != "`":
+                return end - pos
+            end += 1
+
+    def _closes(self, inp: Input, pos: int) -> Run:
+        """Where the block closes after ``pos`` (the first stop from there is ``closer``), or -1
+        (another stop or the end of the output comes first). Waits until that is known."""
+        search = self._ends
+        if search is None:
+            return -1
+        scan = pos
+        inp.pin(pos)
+        try:
+            while True:
+                m = search(inp.text, scan - inp.base)
+                if m is not None and not self._pending(inp, scan, m.start() + inp.base):
+                    return m.start() + inp.base if m.group(0) == self.closer else -1
+                if m is None and inp.eof:
+                    return -1
+                scan = m.start() + inp.base if m is not None else max(scan, inp.end - self._ends_len + 1)
+                yield NEED
+        finally:
+            inp.unpin(pos)
+
+    def _pending(self, inp: Input, scan: int, hit: int) -> bool:
+        """More input may still make another stop match at or before ``hit`` (a longer one:
+        ``<|end|><|start|>assistant`` where ``<|end|>`` was found)."""
+        if inp.eof:
+            return False
+        tail = inp.get(max(scan, inp.end - self._ends_len + 1), inp.end)
+        first = inp.end - len(tail)
+        return any(tail[j:] in self._prefixes for j in range(0, min(len(tail), hit - first + 1)))
 
     def run(self, inp: Input, pos: int) -> Run:
+        closes_at = -1  # the block is known to close after this position: guards before it are text
+        fence = 0  # the length of the fence of the code block the text is in (0: none)
         while True:
             r = self.text.fast(inp, pos)
             pos = (yield from self.text.run(inp, pos)) if r == SLOW else r
+            run = yield from self._fence_at(inp, pos)
+            if run:
+                fence = run if not fence else 0 if run >= fence else fence
+                self._text(inp, pos, pos + run)
+                pos += run
+                continue
             at = yield from skip_ws(inp, pos)  # whitespace before a call is the call's
             hit = yield from _guard_at(inp, at, self.guards)
             if hit is None:
                 return pos
-            for guards, check in self.probes:
-                if hit not in guards:
-                    continue
-                r = check.fast(inp, at)
-                end = (yield from check.run(inp, at)) if r == SLOW else r
-                if end != FAIL:
+            if at >= closes_at and not fence:
+                for guards, check in self.probes:
+                    if hit not in guards:
+                        continue
+                    inp.pin(pos)  # (the text before the call is this block's until the decision)
+                    try:
+                        r = check.fast(inp, at)
+                        end = (yield from check.run(inp, at)) if r == SLOW else r
+                        if end == FAIL:
+                            continue
+                        closes_at = yield from self._closes(inp, end)
+                        if closes_at >= 0:
+                            break
+                    finally:
+                        inp.unpin(pos)
                     inp.events += [("warning", self.warning), ("deviation", at, self.warning)]
                     return pos
-            inp.events += [("open", self.tag), ("chunk", self.tag, inp.get(pos, at + len(hit))), ("close", self.tag)]
-            inp.chunks += 1
-            inp.chunk_pos = pos = at + len(hit)
+            self._text(inp, pos, at + len(hit))
+            pos = at + len(hit)
 
     def first(self) -> tuple[str, ...] | None:
         return None

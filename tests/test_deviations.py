@@ -37,6 +37,9 @@ EMPTY_THINK_WS = ("whitespace added inside the empty reasoning block the templat
                   "block reads as reasoning")
 INSTRUCTED_FENCE = "the template's own call format is a fenced block in the output; a fence cannot stay content"
 
+K3_EMPTY_RESPONSE = ("the template writes an empty response block between reasoning and calls; without the "
+                     "reasoning closer it reads as reasoning")
+
 KNOWN: dict[str, dict[str, str]] = {
     "llama.cpp/google-gemma-4-31B-it-interleaved.jinja": {"call_closer_missing_at_end": AMBIGUOUS_AFTER},
     "extra/google-gemma-4-E2B-it-at-4742fe8-trl.jinja": {"call_closer_missing_at_end": AMBIGUOUS_AFTER},
@@ -49,15 +52,21 @@ KNOWN: dict[str, dict[str, str]] = {
     "llama.cpp/Kimi-K3.jinja": {
         "ws_added_between_markers": "the call opener and the section closer both start with <|sep|>: with "
                                     "whitespace after it the next marker cannot decide before it is read",
-        "reasoning_unclosed_before_call": "the template writes an empty response block between reasoning and "
-                                          "calls; without the reasoning closer it reads as reasoning"},
+        "reasoning_unclosed_before_call": K3_EMPTY_RESPONSE,
+        "call_fenced_in_unclosed_reasoning": K3_EMPTY_RESPONSE},
     "llama.cpp/GigaChat3-10B-A1.8B.jinja": {"code_block_with_call": STRAY_EOT},
     "extra/tiiuae-Falcon-H1-Tiny-Tool-Calling-90M.jinja": {"code_block_with_call": STRAY_EOT,
                                                            "ws_added_between_markers": STRAY_EOT},
-    "extra/tiiuae-Falcon-H1R-7B.jinja": {"code_block_with_call": STRAY_EOT},
+    "extra/tiiuae-Falcon-H1R-7B.jinja": {"code_block_with_call": STRAY_EOT,
+                                         "call_drafted_in_closed_reasoning": STRAY_EOT,
+                                         "call_drafted_in_closed_reasoning_fenced": STRAY_EOT,
+                                         "call_fenced_in_unclosed_reasoning": STRAY_EOT},
     "extra/tiiuae-Falcon3-7B-Instruct.jinja": {"code_block_with_call": STRAY_EOT},
     "extra/naver-hyperclovax-HyperCLOVAX-SEED-Think-14B.jinja": {
         "ws_added_between_markers": STRAY_EOT,
+        "call_drafted_in_closed_reasoning": STRAY_EOT,
+        "call_drafted_in_closed_reasoning_fenced": STRAY_EOT,
+        "call_fenced_in_unclosed_reasoning": STRAY_EOT,
         "reasoning_unclosed_before_call": "the call block starts with a new assistant header "
                                           "('<|im_start|>assistant -> tool/function_call'), which is not a marker "
                                           "of the call"},

@@ -89,6 +89,63 @@ def test_a_call_after_reasoning_that_was_never_closed():
     assert "tool_calls" not in off and "<tool_call>" in off["reasoning_content"]
 
 
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+DRAFTS = [
+    ("I will call\n" + CALL + "\nthen answer.", "planned"),
+    ("The format is:\n```\n" + CALL.replace("Paris", "...") + "\n```\nok.", "fenced"),
+    ("First\n" + CALL + "\nand again\n" + CALL.replace("Paris", "Rome") + "\ndone.", "two drafts"),
+]
+
+
+@pytest.mark.parametrize("reasoning, _", DRAFTS, ids=[d[1] for d in DRAFTS])
+def test_a_call_drafted_in_reasoning_that_closes_stays_reasoning(reasoning, _):
+    """Issue 29, item 0: the reasoning closes after the draft, so the draft is not a call (one
+    call, the real one; the reasoning whole; no warning). Streamed at every split point alike."""
+    text = reasoning + "\n</think>\n\n" + CALL
+    m = parse(QWEN_THINKING, text)
+    assert m["reasoning_content"] == reasoning and calls(m) == [("get_weather", {"city": "Paris"})]
+    assert "parse_warnings" not in m and m["content"] is None
+    parser = generate_parser(analysis(QWEN_THINKING), tools=TOOLS).parser
+    for cut in range(1, len(text)):
+        stream = parser.stream()
+        stream.feed(text[:cut])
+        stream.feed(text[cut:])
+        assert stream.finish()[0] == m, cut
+    # a draft and nothing after the close: still not a call
+    m = parse(QWEN_THINKING, reasoning + "\n</think>\n\nDone.")
+    assert "tool_calls" not in m and m["reasoning_content"] == reasoning and m["content"] == "Done."
+
+
+QUOTE = CALL.replace("Paris", "...")
+
+
+@pytest.mark.parametrize("reasoning, real", [
+    ("Format:\n```\n" + QUOTE + "\n```\nok.", CALL),
+    # a fence is closed by a run at least as long: a shorter one inside is text
+    ("Format:\n````\n" + QUOTE + "\n```\n" + QUOTE + "\n`````\nok.", CALL),
+    # outside the fence, a call in unclosed reasoning ends it
+    ("Format:\n```\n" + QUOTE + "\n```", CALL + "\n```\nok."),
+], ids=["fence", "longer fence", "after the fence"])
+def test_a_call_quoted_in_a_fence_in_reasoning_that_never_closes_stays_reasoning(reasoning, real):
+    """Reasoning never closed: the real call ends it, a quoted one (in a fenced block) is
+    reasoning."""
+    m = parse(QWEN_THINKING, reasoning + "\n" + real)
+    assert m["reasoning_content"] == reasoning and calls(m)[0] == ("get_weather", {"city": "Paris"})
+    assert m["parse_warnings"][0] == "reasoning was not closed before a tool call"
+
+
+def test_streaming_holds_a_drafted_call_until_the_reasoning_closes():
+    """The reasoning before the draft streams; from the draft's opener nothing is handed out
+    until the reasoning's end marker (or the end of the output) decides."""
+    parser = generate_parser(analysis(QWEN_THINKING), tools=TOOLS).parser
+    stream = parser.stream()
+    seen = [e for part in ("I will call\n", CALL, "\nthen answer.") for e in stream.feed(part)]
+    assert [e["text"] for e in seen if e["type"] == "region_chunk"] == ["I will call"]
+    after = stream.feed("\n</think>\n\n")
+    assert "".join(e.get("text", "") for e in after if e["type"] == "region_chunk") == \
+        "\n" + CALL + "\nthen answer."
+
+
 def test_marker_text_in_reasoning_that_is_not_a_call_stays_reasoning():
     m = parse(QWEN_THINKING, "I could write <tool_call> here.\n</think>\n\nHi")
     assert m["reasoning_content"] == "I could write <tool_call> here." and "tool_calls" not in m

@@ -41,7 +41,7 @@ from ..message import split_turn_end
 from ..params import generate_parser
 from ..skeleton import own_quoted, quotes_apart
 from ..parser import MessageParser
-from .fixed_point import CONTENT, RT_TOOLS, FixedPoint
+from .fixed_point import CONTENT, REASONING, RT_TOOLS, FixedPoint
 
 Message = dict[str, Any]
 
@@ -244,6 +244,52 @@ def _reasoning_unclosed(out: Output) -> list[str]:
     while j < out.block[0] and out.text[j] in " \t\r\n":
         j += 1
     return [out.text[:i].rstrip() + "\n" + out.text[j:]]
+
+
+def _reasoning_closes_before_calls(out: Output) -> bool:
+    """The output holds reasoning (the needle) that its end marker closes before the calls."""
+    end = out.analysis.content_structure.reasoning_end.strip()
+    if not end or out.block is None or REASONING not in (out.message.get("reasoning_content") or ""):
+        return False
+    at, close = out.text.find(REASONING), out.text.find(end)
+    return 0 <= at < close < out.block[0] and end not in out.text[at:close]
+
+
+def _draft_of(out: Output, fenced: bool) -> str:
+    """What a model drafting the calls in its reasoning adds after the reasoning: the calls as
+    the template writes them (a plan), or quoted in a fenced block with placeholder arguments."""
+    if fenced:
+        calls = [(n, {k: "..." for k in a} if isinstance(a, dict) else a, i) for n, a, i in out.calls]
+        return " The format is:\n```\n" + out.format(out.ts, calls) + "\n```\nNow the real call."
+    return " I will call:\n" + out.format(out.ts) + "\nThat is the plan."
+
+
+def _drafted(out: Output, fenced: bool) -> str:
+    at = out.text.find(REASONING) + len(REASONING)
+    return out.text[:at] + _draft_of(out, fenced) + out.text[at:]
+
+
+def _draft(fenced: bool) -> Callable[[Output], list[str]]:
+    """The calls drafted inside reasoning that closes before the real ones (see ``_draft_of``)."""
+    def make(out: Output) -> list[str]:
+        return [_drafted(out, fenced)] if _reasoning_closes_before_calls(out) else []
+    return make
+
+
+def _fenced_draft_unclosed(out: Output) -> list[str]:
+    """A call quoted in a fenced block inside reasoning that never closes, the real call after
+    it: the quote is reasoning, the real call ends it."""
+    if not _reasoning_closes_before_calls(out) or out.ts.function_format == FunctionFormat.MARKDOWN_CODE_BLOCK:
+        return []  # (a fence is the template's own call format)
+    return _reasoning_unclosed(replace(out, text=_drafted(out, fenced=True)))
+
+
+def _with_draft(fenced: bool) -> Callable[[Output, str], Message]:
+    """The original message with the draft added to its reasoning."""
+    def expect(out: Output, perturbed: str) -> Message:
+        reasoning = out.message["reasoning_content"].replace(REASONING, REASONING + _draft_of(out, fenced), 1)
+        return {**out.message, "reasoning_content": reasoning}
+    return expect
 
 
 # ---- JSON call objects
@@ -582,6 +628,14 @@ PERTURBATIONS: tuple[Perturbation, ...] = (
                  canonical=True),
     Perturbation("reasoning_unclosed_before_call", "reasoning never closed, a well-formed call after it",
                  _reasoning_unclosed),
+    Perturbation("call_drafted_in_closed_reasoning", "a call written inside reasoning that closes before the "
+                 "real call stays reasoning", _draft(fenced=False), expect=_with_draft(False), canonical=True),
+    Perturbation("call_drafted_in_closed_reasoning_fenced", "a call quoted in a fenced block inside reasoning "
+                 "that closes before the real call stays reasoning", _draft(fenced=True), expect=_with_draft(True),
+                 canonical=True),
+    Perturbation("call_fenced_in_unclosed_reasoning", "a call quoted in a fenced block inside reasoning that "
+                 "never closes stays reasoning; the real call after it ends the reasoning", _fenced_draft_unclosed,
+                 expect=_with_draft(True)),
     Perturbation("args_key_synonym", "arguments under 'parameters' for 'arguments' (or the reverse)", _synonym),
     Perturbation("args_as_json_string", "arguments given as a JSON-encoded string", _args_as_string),
     Perturbation("args_as_python_dict", "arguments written as a Python dict", _args_as_python_dict),
