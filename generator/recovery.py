@@ -239,12 +239,13 @@ class TextUntilCall(Driven):
     it next); a warning event says the block was not closed. A guard where no call follows is
     text.
 
-    A block that does close (``closer``, one of ``stops``, comes after the call before any other
+    A block that does close (``closer``, one of ``stops``, follows the guard before any other
     stop) keeps its calls as text: a model drafting or quoting a call while it reasons has not
     made it. Streaming, that is known only when the closer, another stop or the end of the
-    output arrives: the text from the call's guard on is held until then. With ``fenced``, a
-    call inside a fenced code block (a run of three or more backticks, closed by a run at least
-    as long) is text too, closed block or not.
+    output arrives: the text from the guard on is held until then. With ``fenced``, a call inside
+    a fenced code block is text too, closed block or not (a fence: three or more backticks at
+    the start of a line, indented three spaces at most; closed by a run at least as long with
+    nothing but spaces after it on its line).
     """
 
     def __init__(self, tag: str, stops: Sequence[Marker], probes: Sequence[tuple[Sequence[str], Parser]],
@@ -252,11 +253,10 @@ class TextUntilCall(Driven):
         self.probes = [(tuple(g for g in guards if g.strip()), p) for guards, p in probes]
         self.guards = tuple(g for guards, _ in self.probes for g in guards)
         cores = dict.fromkeys(g.strip() for g in self.guards)  # (whitespace before a guard is any)
-        # (whitespace before a call from a line break on is the call's; spaces after text stay text)
-        fences = [Marker(FENCE)] if fenced and FENCE not in cores else []
-        self.text = Capture(tag, Until(list(stops) + [Marker(c).loose(after=False, lines=True) for c in cores]
-                                       + fences))
-        self.fenced = bool(fences)
+        self.fenced = fenced and FENCE not in cores
+        # (whitespace before a call or a fence from a line break on is theirs; spaces after text stay text)
+        self.text = Until(list(stops) + [Marker(c).loose(after=False, lines=True) for c in cores]
+                          + ([Marker(FENCE).loose(after=False, lines=True)] if self.fenced else []), tag)
         self.tag = tag
         self.warning = warning
         self.closer = closer.strip()
@@ -266,43 +266,51 @@ class TextUntilCall(Driven):
         self._prefixes = frozenset(e[:k] for e in ends for k in range(1, len(e)))
 
     def _text(self, inp: Input, a: int, b: int) -> None:
-        """``inp``'s text from ``a`` to ``b`` as one chunk of the region."""
-        inp.events += [("open", self.tag), ("chunk", self.tag, inp.get(a, b)), ("close", self.tag)]
-        inp.chunks += 1
-        inp.chunk_pos = b
+        """``inp``'s text from ``a`` to ``b``, a chunk of the region."""
+        inp.emit(self.tag, inp.get(a, b), b)
 
-    def _fence_at(self, inp: Input, pos: int) -> Run:
-        """The length of the run of backticks at ``pos`` when it is a fence (0 when none),
-        once the input shows where the run ends."""
-        if not self.fenced:
-            return 0
-        while inp.end < pos + len(FENCE) and not inp.eof:
-            yield NEED
-        if not inp.startswith(FENCE, pos):
-            return 0
-        end = pos + len(FENCE)
-        while True:
+    def _fence_at(self, inp: Input, pos: int, at: int, line_start: bool, open_run: int) -> Run:
+        """(the length of the run of backticks at ``at``, whether it is a fence that opens a code
+        block (``open_run`` 0) or closes the one ``open_run`` backticks opened), once the input
+        shows. The whitespace from ``pos`` to ``at`` says whether it starts a line (``line_start``:
+        ``pos`` does)."""
+        end = at
+        while True:  # (the run, then what follows it on its line: a closer has only spaces after it)
             while end >= inp.end and not inp.eof:
                 yield NEED
             if end >= inp.end or inp.get(end, end + 1) != "`":
-                return end - pos
+                break
+            end += 1
+        run = end - at
+        ws = inp.get(pos, at)
+        indent = ws[ws.rfind("\n") + 1:] if "\n" in ws else ws if line_start else None
+        if run < len(FENCE) or indent is None or len(indent.expandtabs(4)) > 3:
+            return run, False
+        if not open_run:
+            return run, True
+        while True:
+            while end >= inp.end and not inp.eof:
+                yield NEED
+            c = inp.get(end, end + 1)
+            if c not in (" ", "\t") or not c:
+                return run, run >= open_run and c in ("", "\n", "\r")
             end += 1
 
-    def _closes(self, inp: Input, pos: int) -> Run:
-        """Where the block closes after ``pos`` (the first stop from there is ``closer``), or -1
-        (another stop or the end of the output comes first). Waits until that is known."""
+    def _first_stop(self, inp: Input, pos: int) -> Run:
+        """(where the first stop after ``pos`` stands, whether it is ``closer``); (the end of the
+        output, False) when none comes. Waits until that is known."""
         search = self._ends
         if search is None:
-            return -1
+            return inp.end, False
         scan = pos
         inp.pin(pos)
         try:
             while True:
                 m = search(inp.text, scan - inp.base)
                 if m is not None and not self._pending(inp, scan, m.start() + inp.base):
-                    return m.start() + inp.base if m.group(0) == self.closer else -1
+                    return m.start() + inp.base, m.group(0) == self.closer
                 if m is None and inp.eof:
-                    return -1
+                    return inp.end, False
                 scan = m.start() + inp.base if m is not None else max(scan, inp.end - self._ends_len + 1)
                 yield NEED
         finally:
@@ -318,40 +326,56 @@ class TextUntilCall(Driven):
         return any(tail[j:] in self._prefixes for j in range(0, min(len(tail), hit - first + 1)))
 
     def run(self, inp: Input, pos: int) -> Run:
-        closes_at = -1  # the block is known to close after this position: guards before it are text
+        inp.events.append(("open", self.tag))
+        try:
+            return (yield from self._body(inp, pos))
+        finally:
+            inp.events.append(("close", self.tag))
+
+    def _body(self, inp: Input, pos: int) -> Run:
+        start = pos
         fence = 0  # the length of the fence of the code block the text is in (0: none)
+        decided = (-1, False)  # (where the first stop after the last guard looked at stands, is it the closer)
         while True:
             r = self.text.fast(inp, pos)
             pos = (yield from self.text.run(inp, pos)) if r == SLOW else r
-            run = yield from self._fence_at(inp, pos)
-            if run:
-                fence = run if not fence else 0 if run >= fence else fence
-                self._text(inp, pos, pos + run)
-                pos += run
+            at = yield from skip_ws(inp, pos)  # whitespace before a call or a fence is theirs
+            if self.fenced and inp.startswith(FENCE, at):  # (backticks that open or close nothing are text)
+                run, is_fence = yield from self._fence_at(inp, pos, at, pos == start, fence)
+                if is_fence:
+                    fence = 0 if fence else run
+                self._text(inp, pos, at + run)
+                pos = at + run
                 continue
-            at = yield from skip_ws(inp, pos)  # whitespace before a call is the call's
             hit = yield from _guard_at(inp, at, self.guards)
             if hit is None:
                 return pos
-            if at >= closes_at and not fence:
-                for guards, check in self.probes:
-                    if hit not in guards:
-                        continue
-                    inp.pin(pos)  # (the text before the call is this block's until the decision)
+            if not fence:
+                if at >= decided[0]:
+                    inp.pin(pos)  # (the text before the guard is this block's until the decision)
                     try:
-                        r = check.fast(inp, at)
-                        end = (yield from check.run(inp, at)) if r == SLOW else r
-                        if end == FAIL:
-                            continue
-                        closes_at = yield from self._closes(inp, end)
-                        if closes_at >= 0:
-                            break
+                        decided = yield from self._first_stop(inp, at + len(hit))
                     finally:
                         inp.unpin(pos)
+                if not decided[1] and (yield from self._is_call(inp, pos, at, hit)):
                     inp.events += [("warning", self.warning), ("deviation", at, self.warning)]
                     return pos
             self._text(inp, pos, at + len(hit))
             pos = at + len(hit)
+
+    def _is_call(self, inp: Input, pos: int, at: int, hit: str) -> Run:
+        """Whether a probe whose guard is ``hit`` reads a well-formed call at ``at``."""
+        for guards, check in self.probes:
+            if hit not in guards:
+                continue
+            inp.pin(pos)
+            try:
+                r = check.fast(inp, at)
+                if ((yield from check.run(inp, at)) if r == SLOW else r) != FAIL:
+                    return True
+            finally:
+                inp.unpin(pos)
+        return False
 
     def first(self) -> tuple[str, ...] | None:
         return None

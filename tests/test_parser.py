@@ -134,6 +134,36 @@ def test_a_call_quoted_in_a_fence_in_reasoning_that_never_closes_stays_reasoning
     assert m["parse_warnings"][0] == "reasoning was not closed before a tool call"
 
 
+@pytest.mark.parametrize("reasoning", [
+    "I should wrap code in ``` fences.",  # backticks inside a line open no block
+    "x\n```\ncode\n```python\ny\n```",  # a run with an info string closes no block
+    "x\n````\ncode\n```\n````",  # a shorter run closes no block
+], ids=["inline", "info string", "shorter"])
+def test_only_fences_that_open_and_close_blocks_hide_calls(reasoning):
+    """A call after backticks that leave no code block open ends reasoning that never closes."""
+    m = parse(QWEN_THINKING, reasoning + "\n" + CALL)
+    assert m["reasoning_content"] == reasoning and calls(m) == [("get_weather", {"city": "Paris"})]
+
+
+def test_a_reasoning_end_inside_a_drafted_call_closes_the_reasoning():
+    """The draft's value runs into the reasoning's end marker (its closer is missing): the
+    reasoning closes there, so the draft is reasoning and only the real call is a call."""
+    draft = "Plan:\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris\nhmm"
+    real = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"
+    m = parse("llama.cpp/GLM-4.6.jinja", "\n<think>" + draft + "</think>\n" + real)
+    assert m["reasoning_content"] == draft and calls(m) == [("get_weather", {"city": "Paris"})]
+
+
+def test_code_blocks_in_reasoning_stream_as_one_region():
+    """Fences in reasoning are text of the one reasoning region: one open, one close."""
+    parser = generate_parser(analysis(QWEN_THINKING), tools=TOOLS).parser
+    text = "hmm\n" + "Code:\n```python\nprint(1)\n```\n" * 50 + "</think>ok"
+    stream = parser.stream()
+    events = [e for i in range(0, len(text), 7) for e in stream.feed(text[i:i + 7])]
+    opens = [e for e in events if e["type"] == "region_open" and e["field"] == "reasoning_content"]
+    assert len(opens) == 1 and stream.finish()[0] == parser.parse(text)
+
+
 def test_streaming_holds_a_drafted_call_until_the_reasoning_closes():
     """The reasoning before the draft streams; from the draft's opener nothing is handed out
     until the reasoning's end marker (or the end of the output) decides."""
