@@ -63,6 +63,15 @@ KNOWN: dict[str, dict[str, str]] = {
     "extra/Salesforce-xgen-small-4B-base-r.jinja": {"hf-stream": AFTER_STOP},
     "extra/winninghealth-WiNGPT2-Llama-3-8B-Chat.jinja": {"hf-stream": AFTER_STOP},
     "extra/CohereLabs-c4ai-command-a-03-2025-axolotl.jinja": {"hf-stream": AFTER_STOP},
+    "llama.cpp/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja": {"hf-stream": AFTER_STOP},
+    "extra/ibm-granite-granite-20b-functioncalling-vllm_tool_granite_20b_fc.jinja": {
+        "hf": "parallel calls, each opened by its own '<function_call>' and closed by nothing: the json parser gets "
+              "both objects as one region",
+        "hf-stream": "the same as whole (hf)"},
+    "extra/tencent-Hy-Embodied-RxBrain-1.0.jinja": {
+        "hf": "the template wraps content in <answer> only in turns without calls; the response template reads "
+              "content only inside the wrapper, so content before calls is dropped",
+        "hf-stream": "the same as whole (hf)"},
 }
 
 

@@ -33,6 +33,9 @@ KNOWN: dict[str, dict[str, str]] = {
                               "for that setting does not expect; the whole output is read as reasoning. "
                               "Seen once the probe tools carried parameter descriptions, which this "
                               "template prints unguarded (before, the scenario rendered nothing)"},
+    "extra/Motif-Technologies-Motif-3-Beta.jinja": {
+        "empty_arguments": "the template writes empty arguments as nothing ('\"arguments\": }'), which is not JSON "
+                           "(checked on the history's turn spliced onto the prompt)"},
     "llama.cpp/MiniMax-M3.jinja": {
         "tricky_arguments": "nested object and array values are written as nested tagged units; the "
                             "analysis reads one level of units (our limitation)"},
@@ -91,3 +94,32 @@ def test_known_entries_are_corpus_templates(corpus):
     names = {e.name for e in corpus}
     assert set(KNOWN) <= names
     assert all(set(v) <= set(SCENARIOS) for v in KNOWN.values())
+
+
+# --------------------------------------------------------------------------- the splice
+
+@pytest.fixture(scope="module")
+def chatml_think():
+    from analyzer import analyze_template
+    return analyze_template("templates/chatml-think.jinja")
+
+
+@pytest.mark.parametrize("prompt_tail, turn, reasoning, want", [
+    # the prompt opens a block the history leaves out: the model closes it (with its reasoning)
+    ("<think>\n", "<tool_call>X</tool_call><|im_end|>\n", False, "\n</think>\n<tool_call>X</tool_call><|im_end|>\n"),
+    ("<think>\n", "Hi<|im_end|>\n", True, "First, think it through.\n</think>\nHi<|im_end|>\n"),
+    # the prompt writes an empty block the history leaves out: the model goes on after it
+    ("<think>\n\n</think>\n\n", "Hi<|im_end|>\n", False, "Hi<|im_end|>\n"),
+    ("\n", "   Hi<|im_end|>\n", False, "   Hi<|im_end|>\n"),
+    # the history writes the block itself: the model goes on inside the one the prompt opened
+    ("<think>\n", "\n<think>\nhm\n</think>\nHi<|im_end|>\n", False, "\nhm\n</think>\nHi<|im_end|>\n"),
+    # the history writes reasoning inside the block the prompt closes: nothing to splice
+    ("<think>\n\n</think>\n\n", "<think>\nhm\n</think>\n\nHi<|im_end|>\n", True, None),
+    # anything else the prompt adds (a header, a flag) is not spliced
+    ("<|start|>assistant\n", "<|im_start|>assistant\nHi<|im_end|>\n", False, None),
+    ("/no_think <think>\n", "Hi<|im_end|>\n", False, None),
+])
+def test_spliced_text(chatml_think, prompt_tail, turn, reasoning, want):
+    from generator.verify.fixed_point import spliced_text
+    head = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert spliced_text(chatml_think, head + prompt_tail, head + turn, reasoning) == want

@@ -264,7 +264,7 @@ def _accepts(scenario: str, generated: str, params_by_setting: dict[bool, Any], 
 
 def _scenario_record(r: Any) -> dict[str, Any]:
     status = "skip" if r.skipped else PASS if r.ok else FAIL
-    return {"status": status, "skipped": r.skipped, "problems": list(r.problems),
+    return {"status": status, "skipped": r.skipped, "via": r.via, "problems": list(r.problems),
             "template_drops": list(r.template_drops), "reconstructs": r.reconstructs,
             "reconstruct_diff": _clip(r.reconstruct_diff), "generated": _clip(r.generated)}
 
@@ -547,8 +547,10 @@ def summarize(templates: list[dict[str, Any]]) -> dict[str, Any]:
         statuses = [(t["scenarios"].get(s) or {}).get("status", "skip") for t in analysed]
         fp = [t["checks"][f"reconstructs/{s}"] for t in analysed]
         ga = [t["checks"][f"grammar/accepts/{s}"] for t in analysed]
+        spliced = [t for t in analysed if (t["scenarios"].get(s) or {}).get("via") == "splice"
+                   and t["scenarios"][s]["status"] in (PASS, FAIL)]
         fixed[s] = {"pass": statuses.count("pass"), "fail": statuses.count("fail"), "skip": statuses.count("skip"),
-                    "error": statuses.count("error"), "reconstructs": fp.count(PASS),
+                    "error": statuses.count("error"), "spliced": len(spliced), "reconstructs": fp.count(PASS),
                     "reconstruct_checked": fp.count(PASS) + fp.count(FAIL),
                     "grammar_accepts": ga.count(PASS), "grammar_checked": ga.count(PASS) + ga.count(FAIL)}
     grammars = [g for t in analysed for g in (t.get("grammar") or {}).get("grammars", [])]
@@ -563,6 +565,7 @@ def summarize(templates: list[dict[str, Any]]) -> dict[str, Any]:
         "generation_errors": len([t for t in analysed if (t["generation"] or {}).get("error")]),
         "scenario_errors": sum(f["error"] for f in fixed.values()),
         "fixed_point": fixed,
+        "unchecked_tool_templates": unchecked_tool_templates(analysed),
         "grammar": {
             "templates_with_grammar": len([t for t in analysed if t["checks"]["grammar/gbnf"] != NA]),
             "grammars": len(grammars), "lazy": len([g for g in grammars if g["lazy"]]),
@@ -592,6 +595,18 @@ def summarize(templates: list[dict[str, Any]]) -> dict[str, Any]:
         },
         "probe_failures": sum(len(x["probe_failures"]) for x in a),
     }
+
+
+def unchecked_tool_templates(analysed: list[dict[str, Any]]) -> dict[str, str]:
+    """Templates whose analysis finds tool calls but none of whose tool scenarios was checked,
+    each with the reason its first tool scenario gives."""
+    out = {}
+    for t in analysed:
+        tools = {k: v for k, v in t["scenarios"].items() if _uses_tools(k)}
+        if (t["analysis"] or {}).get("supports_tools") and tools and \
+                all(v.get("status") == "skip" for v in tools.values()):
+            out[t["name"]] = next(iter(tools.values())).get("skipped", "")
+    return out
 
 
 def build_report(results: list[tuple[dict[str, Any], dict[str, float]]], *, wall_s: float | None = None,
@@ -738,7 +753,8 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]
     return out + [""]
 
 
-SCENARIO_HEADER = ("scenario", "pass", "fail", "error", "skipped", "pass rate", "reconstructs", "grammar accepts")
+SCENARIO_HEADER = ("scenario", "pass", "fail", "error", "skipped", "pass rate", "spliced", "reconstructs",
+                   "grammar accepts")
 
 
 def scenario_rows(summary: dict[str, Any]) -> list[list[str]]:
@@ -747,7 +763,7 @@ def scenario_rows(summary: dict[str, Any]) -> list[list[str]]:
     for name, f in summary["fixed_point"].items():
         applicable = f["pass"] + f["fail"] + f["error"]
         rows.append([name, str(f["pass"]), str(f["fail"]), str(f["error"]), str(f["skip"]),
-                     f"{100 * f['pass'] / applicable:.1f}%" if applicable else "—",
+                     f"{100 * f['pass'] / applicable:.1f}%" if applicable else "—", str(f.get("spliced", 0)),
                      _ratio(f["reconstructs"], f["reconstruct_checked"]),
                      _ratio(f["grammar_accepts"], f["grammar_checked"])])
     return rows
@@ -778,6 +794,12 @@ def render_markdown(report: dict[str, Any], cmp: Comparison | None = None) -> st
     if cmp is not None:
         lines += markdown_comparison(cmp)
     lines += ["## Render → parse fixed point", ""] + _md_table(SCENARIO_HEADER, scenario_rows(s))
+    lines += ["", "*spliced*: checked on the history's turn spliced onto the prompt past a reasoning block only the "
+              "prompt writes (no reconstruction).", ""]
+    unchecked = s.get("unchecked_tool_templates", {})
+    if unchecked:
+        lines += [f"**Tool templates with no checked tool-call output: {len(unchecked)}**", ""]
+        lines += [f"- {_md(name)}: {_md(why)}" for name, why in unchecked.items()] + [""]
     g = s["grammar"]
     kinds = ", ".join(f"{k} {v}" for k, v in g["gbnf_issues_by_kind"].items()) or "none"
     lines += ["## Grammars", "",
@@ -953,7 +975,8 @@ def template_details(t: dict[str, Any], cells: dict[str, str]) -> str:
     rows = []
     for name, s in t["scenarios"].items():
         g = s.get("grammar") or {}
-        rows.append([_h(name), _status(s["status"]), _h(s.get("skipped", "")),
+        rows.append([_h(name), _status(s["status"]) + (" <small>spliced</small>" if s.get("via") == "splice" else ""),
+                     _h(s.get("skipped", "")),
                      _status({True: PASS, False: FAIL}.get(s.get("reconstructs"), NA)),
                      _status(g.get("status", NA))
                      + (f" <small>{_h(g['setting'])}</small>" if g.get("setting") else "")])

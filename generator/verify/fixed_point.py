@@ -25,6 +25,7 @@ from analyzer import probes as P
 from analyzer.caps import ToolProbeForms, tool_call_messages, tool_forms
 from analyzer.diff import common_prefix_len
 from analyzer.load import LoadedTemplate
+from analyzer.markers import tokenize
 from analyzer.prober import Prober
 from analyzer.structures import ReasoningMode, TemplateAnalysis
 
@@ -81,6 +82,10 @@ class FixedPoint:
     enable_thinking: bool = True
     with_tools: bool = False
     prompt: str = ""  # the rendered prompt the output continues
+    # how the output was had: "render", the history's render continues the prompt; "splice", the
+    # history's turn spliced onto the prompt past a reasoning block only the prompt writes
+    # (``spliced_text``; nothing to reconstruct)
+    via: str = "render"
 
 
 def _scenario_message(name: str, forms: ToolProbeForms, nonnull: bool) -> dict[str, Any] | None:
@@ -104,17 +109,65 @@ def _scenario_message(name: str, forms: ToolProbeForms, nonnull: bool) -> dict[s
     return None
 
 
-def generated_text(prober: Prober, message: dict[str, Any], tools: Any,
-                   kwargs: dict[str, Any]) -> tuple[str, str] | None:
-    """(prompt, generated) when the render of the conversation ending with ``message``
-    continues the generation prompt exactly (None otherwise, or if the template refuses it)."""
+def turn_renders(prober: Prober, message: dict[str, Any], tools: Any,
+                 kwargs: dict[str, Any]) -> tuple[str, str] | None:
+    """(the prompt with the generation prompt, the conversation ending with ``message``), or
+    None when the template refuses either."""
     base = [P.user("What is the weather in Paris?")]
     key = repr(sorted(kwargs.items()))
     prompt = prober.render(f"roundtrip:prompt{key}", base, tools=tools, add_generation_prompt=True, **kwargs)
     full = prober.render(f"roundtrip:message{key}", base + [message], tools=tools, **kwargs)
-    if prompt is None or full is None or not full.startswith(prompt):
+    return None if prompt is None or full is None else (prompt, full)
+
+
+def generated_text(prober: Prober, message: dict[str, Any], tools: Any,
+                   kwargs: dict[str, Any]) -> tuple[str, str] | None:
+    """(prompt, generated) when the render of the conversation ending with ``message``
+    continues the generation prompt exactly (None otherwise, or if the template refuses it)."""
+    renders = turn_renders(prober, message, tools, kwargs)
+    if renders is None or not renders[1].startswith(renders[0]):
         return None
-    return prompt, full[len(prompt):]
+    return renders[0], renders[1][len(renders[0]):]
+
+
+def spliced_text(analysis: TemplateAnalysis, prompt: str, full: str, wants_reasoning: bool) -> str | None:
+    """What a model writes after ``prompt`` when the render of the history (``full``) does not
+    continue it because the generation prompt opens or closes a reasoning block the history
+    leaves out (``<think>\\n`` or ``<think></think>`` after the assistant header, or other
+    whitespace): the history's turn from where the two part, after the block the prompt opened
+    is closed by the analysis' own end marker (with the scenario's reasoning inside). None when
+    the prompt adds anything else there (a header or a user-side flag the history writes
+    otherwise).
+
+    Example::
+
+        >>> from analyzer import analyze_template
+        >>> a = analyze_template("templates/chatml-think.jinja")
+        >>> spliced_text(a, "<|im_start|>assistant\\n<think>\\n", "<|im_start|>assistant\\nHi<|im_end|>\\n", False)
+        '\\n</think>\\nHi<|im_end|>\\n'
+    """
+    cs = analysis.content_structure
+    start, end = cs.reasoning_start.strip(), cs.reasoning_end.strip()
+    cut = common_prefix_len(prompt, full)
+    at = 0
+    for tok in tokenize(prompt):  # (back to where a token of the prompt starts: ``<t`` of ``<think>``)
+        if at + len(tok) > cut:
+            break
+        at += len(tok)
+    added, turn = prompt[at:], full[at:]
+    opened = start and added.rfind(start) > (added.rfind(end) if end else -1)
+    rest = added
+    for marker in (start, end):
+        rest = rest.replace(marker, "") if marker else rest
+    if rest.strip() or not turn.strip():
+        return None
+    if not opened:  # (the model goes on after the block the prompt closed: none of it in the history's turn)
+        return None if end and end in turn else turn
+    if turn.lstrip().startswith(start):  # the history writes the block itself: the model goes on inside it
+        return turn[turn.index(start) + len(start):]
+    if not end:
+        return None
+    return (REASONING if wants_reasoning else "") + cs.reasoning_end + turn
 
 
 def _settings_for(analysis: TemplateAnalysis, wants_reasoning: bool) -> list[tuple[bool, dict[str, Any]]]:
@@ -162,16 +215,24 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
         for i, call in enumerate(message.get("tool_calls") or []):
             call["id"] = f"{call['function']['name']}:{i}"
     tools = RT_TOOLS if (uses_tools or caps.requires_tools) else None
-    cut, enable = None, True
-    for enable, kwargs in _settings_for(analysis, wants_reasoning):
+    cut, enable, via = None, True, "render"
+    settings = _settings_for(analysis, wants_reasoning)
+    for enable, kwargs in settings:
         cut = generated_text(prober, message, tools, kwargs)
         if cut is not None:
+            break
+    for enable, kwargs in settings if cut is None else ():  # the history leaves out a block the prompt writes
+        renders = turn_renders(prober, message, tools, kwargs)
+        spliced = spliced_text(analysis, *renders, wants_reasoning) if renders is not None else None
+        if spliced is not None:
+            cut, via = (renders[0], spliced), "splice"
             break
     if cut is None:
         why = next((f for k, f in prober.failures.items() if k.startswith("roundtrip:")), None)
         reason = (f"template refuses the conversation: {why.error}" if why else
-                  "the rendered turn does not continue the generation prompt under any thinking setting "
-                  "(the template writes past turns differently from new ones)")
+                  "the rendered turn does not continue the generation prompt under any thinking setting, "
+                  "and the prompt adds more than a reasoning block there (the template writes past turns "
+                  "differently from new ones)")
         return FixedPoint(scenario, True, skipped=reason)
     prompt, generated = cut
     params = generate_parser(analysis, tools=tools, enable_thinking=enable)
@@ -226,7 +287,7 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
             drops.append("call ids") if "call ids" not in drops else None
     if "parse_error" in parsed:
         problems.append(f"parse error: {parsed['parse_error']['message']}")
-    rebuilt = _render_parsed(prober, parsed, forms, tools, kwargs_for(analysis, enable))
+    rebuilt = _render_parsed(prober, parsed, forms, tools, kwargs_for(analysis, enable)) if via == "render" else None
     reconstructs, diff = None, ""
     if rebuilt is not None:
         reconstructs = rebuilt == prompt + generated
@@ -234,7 +295,7 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
             diff = aligned_diff(prompt + generated, rebuilt)
     return FixedPoint(scenario, not problems, template_drops=tuple(drops), problems=tuple(problems),
                       generated=generated, parsed=parsed, reconstructs=reconstructs, reconstruct_diff=diff,
-                      enable_thinking=enable, with_tools=tools is not None, prompt=prompt)
+                      enable_thinking=enable, with_tools=tools is not None, prompt=prompt, via=via)
 
 
 def kwargs_for(analysis: TemplateAnalysis, enable_thinking: bool) -> dict[str, Any]:
