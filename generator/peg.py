@@ -1526,14 +1526,10 @@ class Attempt(Parser):
 
 
 class Check(Attempt):
-    """Looks ahead with ``p``: returns where ``p`` would end, emitting and consuming nothing,
-    when ``p`` would succeed here (and ``accept`` agrees); fails, leaving no trace, otherwise.
-    (The caller goes on from where it stood: the end only says how far the lookahead read.)"""
+    """Looks ahead with ``p``: succeeds at the same place, emitting and consuming nothing, when
+    ``p`` would succeed here (and ``accept`` agrees); fails, leaving no trace, otherwise."""
 
     keep = False
-
-    def _decided(self, inp: Input, pos: int, end: int, at: int, state: tuple) -> int:
-        return end if super()._decided(inp, pos, end, at, state) != FAIL else FAIL
 
     def nullable(self) -> bool:
         return False

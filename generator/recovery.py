@@ -292,7 +292,7 @@ class TextUntilCall(Driven):
             while end >= inp.end and not inp.eof:
                 yield NEED
             c = inp.get(end, end + 1)
-            if c not in (" ", "\t") or not c:
+            if c not in (" ", "\t"):
                 return run, run >= open_run and c in ("", "\n", "\r")
             end += 1
 
