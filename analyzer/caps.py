@@ -117,15 +117,18 @@ def detect_tool_forms(prober: Prober, base: list[dict]) -> tuple[ToolProbeForms 
 
 
 def thinking_controls(info: TemplateInfo) -> tuple[str, ...]:
-    """Template variables that look like thinking switches (by name; no model names)."""
-    found = []
-    for var in sorted(info.variables):
-        low = var.lower()
-        if var in P.NOT_CONTROLS:
-            continue
-        if any(w in low for w in P.THINKING_VARIABLE_WORDS):
-            found.append(var)
-    return tuple(found)
+    """Template variables that look like thinking switches: named with the serving API's words
+    for it (``enable_thinking``, ``reasoning_effort``), or tested only where such a switch is on
+    (``{% if thinking %}{% if not keep_history %}``). No model names.
+
+    >>> from analyzer.template_info import template_info
+    >>> thinking_controls(template_info("{% if thinking %}{% if not keep %}x{% endif %}{% endif %}{{ other }}"))
+    ('keep', 'thinking')
+    """
+    named = {var for var in info.variables
+             if var not in P.NOT_CONTROLS and any(w in var.lower() for w in P.THINKING_VARIABLE_WORDS)}
+    under = {inner for var, inners in info.guarded if var in named for inner in inners}
+    return tuple(sorted(named | (under - P.NOT_CONTROLS)))
 
 
 def detect_requires_tools(prober: Prober) -> bool:

@@ -32,8 +32,12 @@ _MARKER_RE = re.compile("|".join(f"(?:{p})" for p in MARKER_PATTERNS))
 _TOKEN_RE = re.compile("|".join([f"(?:{p})" for p in MARKER_PATTERNS] + [r"\w+", r"\s", r"."]), re.S)
 
 # Words that make a tag pair look like reasoning / a content wrapper (seed 001, methods 3-4).
-REASONING_WORDS = ("think", "thought", "reason", "analysis", "scratch", "inner", "cot")
-CONTENT_WORDS = ("response", "answer", "output", "final", "text", "content", "reply", "solution")
+# Reasoning: the serving API's own words for it (``reasoning_content``, ``reasoning_effort``,
+# ``enable_thinking``, ``thinking`` blocks), never one template's; a marker named otherwise is
+# found by what the template does with it (a history that drops text before it, a render that
+# puts the reasoning inside it).
+REASONING_WORDS = ("think", "reason")
+CONTENT_WORDS = ("response", "answer", "output", "text", "content")
 
 
 @lru_cache(maxsize=4096)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .template_info import BlockKind
+
 USER = "Userq7needle"
 USER2 = "Userq8needle"
 SYSTEM = "Systemq7needle"
@@ -83,21 +85,61 @@ def as_parts(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-# Where reasoning can travel in a message, besides the aliased top-level fields. Generic
-# message shapes (OpenAI/Anthropic-style blocks), tried in order; data, not model names.
-def reasoning_shapes(reasoning: str, content: str) -> list[tuple[str, dict[str, Any]]]:
-    return [
-        ("reasoning_content", {"reasoning_content": reasoning, "content": content}),
-        ("reasoning", {"reasoning": reasoning, "content": content}),
-        ("content_blocks:thinking", {"content": [{"type": "thinking", "thinking": reasoning},
-                                                 {"type": "text", "text": content}]}),
-        ("content_blocks:thoughts", {"content": {"blocks": [{"type": "thoughts", "text": reasoning},
-                                                            {"type": "response", "text": content}]}}),
-    ]
+# Where reasoning can travel in a message: the top-level fields serving APIs use (OpenAI-style
+# ``reasoning_content`` / ``reasoning``), or a content block of a kind the template itself
+# writes (:func:`block_shape`, read from the template by ``content_block_kinds``).
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+BLOCKS = "content_blocks:"
 
 
-# Reasoning-like template variables get probed as thinking controls (their names, not a
-# model's, decide): any undeclared variable whose name contains one of these.
-THINKING_VARIABLE_WORDS = ("think", "reason", "effort", "cot")
+def block_shape(reasoning: BlockKind, text: BlockKind | None) -> str:
+    """The name of a content-block shape: reasoning in a block of kind ``reasoning``, the answer
+    in a block of kind ``text`` after it (same container), or none.
+
+    >>> block_shape(BlockKind("", "thinking", "thinking"), BlockKind("", "text", "text"))
+    'content_blocks:thinking.thinking+text.text'
+    >>> block_shape(BlockKind("blocks", "thoughts", "text"), None)
+    'content_blocks:blocks.thoughts.text'
+    """
+    name = BLOCKS + ".".join(p for p in (reasoning.container, reasoning.type, reasoning.field) if p)
+    return name + (f"+{text.type}.{text.field}" if text is not None else "")
+
+
+def reasoning_fields(where: str, reasoning: str, content: str | None = None) -> dict[str, Any]:
+    """The message fields that carry ``reasoning`` (and ``content``) the way ``where`` names:
+    a top-level field, or a content-block shape (:func:`block_shape`).
+
+    >>> reasoning_fields("reasoning_content", "R", "C")
+    {'reasoning_content': 'R', 'content': 'C'}
+    >>> reasoning_fields("content_blocks:blocks.thoughts.text+response.text", "R", "C")
+    {'content': {'blocks': [{'type': 'thoughts', 'text': 'R'}, {'type': 'response', 'text': 'C'}]}}
+    """
+    if not where.startswith(BLOCKS):
+        return {where: reasoning, **({"content": content} if content is not None else {})}
+    spec, _, text = where[len(BLOCKS):].partition("+")
+    *container, kind, key = spec.split(".")
+    blocks: list[dict[str, Any]] = [{"type": kind, key: reasoning}]
+    if text:
+        text_kind, text_key = text.split(".")
+        blocks.append({"type": text_kind, text_key: content or ""})
+    return {"content": {container[0]: blocks} if container else blocks}
+
+
+def with_reasoning(message: dict[str, Any], where: str, reasoning: str) -> dict[str, Any]:
+    """``message`` with ``reasoning`` put where ``where`` names; content blocks carry the
+    message's content as their answer.
+
+    >>> with_reasoning({"role": "assistant", "content": "C"}, "reasoning", "R")
+    {'role': 'assistant', 'content': 'C', 'reasoning': 'R'}
+    """
+    if where.startswith(BLOCKS):
+        return {**message, **reasoning_fields(where, reasoning, message.get("content") or "")}
+    return {**message, where: reasoning}
+
+
+# Reasoning-like template variables get probed as thinking controls: any undeclared variable
+# whose name contains one of the serving API's words for it (``enable_thinking``,
+# ``reasoning_effort``), and the switches tested only under one (``caps.thinking_controls``).
+THINKING_VARIABLE_WORDS = ("think", "reason", "effort")
 # Never treated as controls (top-level names that are message data, not switches).
 NOT_CONTROLS = frozenset({"reasoning_content", "messages", "tools"})

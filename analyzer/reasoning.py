@@ -31,7 +31,7 @@ from .markers import (CONTENT_WORDS, REASONING_WORDS, closing_for, is_closing, i
                       pairs, tokenize)
 from .prober import Prober
 from .structures import Caps, ReasoningMode
-from .template_info import TemplateInfo
+from .template_info import TemplateInfo, content_block_kinds
 from .turns import SettingRender, Turns, assistant_region
 
 
@@ -108,14 +108,41 @@ def _conversation(ctx: str, fields: dict[str, Any], caps: Caps
     return base, base + [{**msg, "tool_calls": call["tool_calls"]}, P.tool_result()], [P.tool_schema(P.FN_A)]
 
 
-def _shapes_to_try(source: str) -> list[tuple[str, dict[str, Any]]]:
-    """Reasoning shapes whose field names the template mentions at all (cheap filter)."""
-    words = {"reasoning_content": ("reasoning_content", "thinking", "reasoning"),
-             "reasoning": ("reasoning",),
-             "content_blocks:thinking": ("thinking",),
-             "content_blocks:thoughts": ("thoughts",)}
-    return [(name, fields) for name, fields in P.reasoning_shapes(P.REASONING, P.CONTENT)
-            if any(w in source for w in words[name])]
+def _shapes_to_try(prober: Prober) -> list[tuple[str, dict[str, Any]]]:
+    """Where to put reasoning in a message: the top-level fields whose names the template
+    mentions at all (cheap filter), then the content blocks it writes (:func:`_block_shapes`)."""
+    source = prober.template.source
+    words = {"reasoning_content": ("reasoning_content", "thinking", "reasoning"), "reasoning": ("reasoning",)}
+    shapes = [(name, P.reasoning_fields(name, P.REASONING, P.CONTENT)) for name in P.REASONING_FIELDS
+              if any(w in source for w in words[name])]
+    return shapes + _block_shapes(prober)
+
+
+def _block_shapes(prober: Prober) -> list[tuple[str, dict[str, Any]]]:
+    """Content-block shapes that may carry reasoning, from the block kinds the template tests
+    for. In each container, the kind whose block renders exactly as plain string content is the
+    answer's; every other kind is tried for the reasoning, followed by an answer block (a
+    container with no such kind has no answer to set reasoning apart from)."""
+    try:
+        kinds = content_block_kinds(prober.template.source)
+    except Exception:  # noqa: BLE001 - a template jinja2 cannot parse has no kinds to read
+        return []
+    if not kinds:
+        return []
+    def turn(content: Any) -> list[dict[str, Any]]:
+        return [P.user(), {"role": "assistant", "content": content}]
+    plain = prober.render("content_blocks[plain]", turn(P.CONTENT), record=False)
+    shapes = []
+    for container in dict.fromkeys(k.container for k in kinds):
+        group = [k for k in kinds if k.container == container]
+        text = next((k for k in group if plain is not None and prober.render(
+            f"content_blocks[{k.type}]", turn(P.reasoning_fields(P.block_shape(k, None), P.CONTENT)["content"]),
+            record=False) == plain), None)
+        for k in group:
+            if text is not None and k.type != text.type:
+                name = P.block_shape(k, text)
+                shapes.append((name, P.reasoning_fields(name, P.REASONING, P.CONTENT)))
+    return shapes
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +224,7 @@ def _kwargs_options(turns: Turns) -> list[dict[str, Any]]:
 
 
 def _from_message(prober: Prober, caps: Caps, turns: Turns) -> Reasoning | None:
-    shapes = _shapes_to_try(prober.template.source)
+    shapes = _shapes_to_try(prober)
     hit: tuple[str, dict[str, Any], str, _Seen, dict[str, Any]] | None = None
     for kwargs in _kwargs_options(turns) if shapes else []:
         for ctx in _contexts(caps):
@@ -301,17 +328,24 @@ def _from_adjacent(prober: Prober, turns: Turns) -> Reasoning | None:
 
 
 def _literal_candidates(info: TemplateInfo | None) -> list[tuple[str, str]]:
-    """Reasoning-like closing markers written as literals in the template source."""
+    """Closing markers written as literals in the template source, with their openers (whether
+    one closes reasoning is for the render to tell: :func:`_content_split`), the first
+    :data:`MAX_CLOSERS` in source order (each costs a render; the corpus has at most 18)."""
     if info is None:
         return []
-    out = []
+    out: list[tuple[str, str]] = []
     for lit in info.literals:
         for tok in tokenize(lit):
-            if is_closing(tok) and _reasoning_like(tok):
+            if is_closing(tok):
                 opener = opening_for(tok)
                 if opener and (opener, tok) not in out:
                     out.append((opener, tok))
+                    if len(out) == MAX_CLOSERS:
+                        return out
     return out
+
+
+MAX_CLOSERS = 64
 
 
 def _content_split(prober: Prober, start: str, end: str) -> str:

@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from functools import lru_cache
@@ -35,6 +36,8 @@ class TemplateInfo:
     # Every name the template loads anywhere, a superset of what it reads from its caller (a
     # variable not in it cannot change a render); None when it may read any variable.
     inputs: frozenset[str] | None = None
+    # variable -> the variables tested in the branches it guards (``{% if a %}{% if b %}``: a -> b)
+    guarded: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def constants_for(self, name: str) -> tuple[str | int, ...]:
         return next((vals for var, vals in self.compared if var == name), ())
@@ -131,6 +134,10 @@ def _inputs(found: dict[type, list[nodes.Node]]) -> frozenset[str] | None:
     return frozenset(names)
 
 
+# Names jinja defines inside loops, macros and calls: never the caller's switches.
+_LOOP_NAMES = frozenset({"loop", "caller", "varargs", "kwargs", "self", "super"})
+
+
 @lru_cache(maxsize=512)
 def template_info(source: str) -> TemplateInfo:
     """Undeclared variables, compared constants and literal strings of ``source``."""
@@ -166,6 +173,132 @@ def template_info(source: str) -> TemplateInfo:
             literals.append(data.data)
     random_sources = sorted({"random" for f in _all(found, nodes.Filter) if f.name == "random"}
                             | {"lipsum" for n in _all(found, nodes.Name) if n.name == "lipsum" and n.ctx == "load"})
+    # switches: inputs the template sets, if at all, only to a constant (its default)
+    computed = {a.target.name for a in _all(found, nodes.Assign)
+                if isinstance(a.target, nodes.Name) and not isinstance(a.node, nodes.Const)}
+    switches = variables - computed - _LOOP_NAMES
+
+    def tested(test: nodes.Node) -> list[str]:
+        names = [test] if isinstance(test, nodes.Name) else list(test.find_all(nodes.Name))
+        return [n.name for n in names if n.name in switches]
+
+    guarded: dict[str, list[str]] = {}
+    for branch in _all(found, nodes.If):
+        inner = [name for stmt in branch.body
+                 for b in ([stmt] if isinstance(stmt, nodes.If) else []) + list(stmt.find_all(nodes.If))
+                 for name in tested(b.test)]
+        for var in tested(branch.test):
+            bucket = guarded.setdefault(var, [])
+            bucket += [v for v in inner if v != var and v not in bucket]
     return TemplateInfo(variables=variables,
                         compared=tuple((k, tuple(v)) for k, v in sorted(compared.items())),
-                        literals=tuple(literals), random_sources=tuple(random_sources), inputs=_inputs(found))
+                        literals=tuple(literals), random_sources=tuple(random_sources), inputs=_inputs(found),
+                        guarded=tuple((k, tuple(v)) for k, v in sorted(guarded.items()) if v))
+
+
+# --------------------------------------------------------------------------- content blocks
+
+@dataclass(frozen=True, slots=True)
+class BlockKind:
+    """A kind of content block a template writes: a block whose ``"type"`` is ``type``, in a
+    list that is the message content (``container == ""``) or the value of ``container`` in a
+    content mapping, whose text the template reads from the block's ``field``."""
+    container: str
+    type: str
+    field: str
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
+
+
+def _key_of(node: nodes.Node, var: str) -> str | None:
+    """``k`` when ``node`` is ``var.k`` or ``var['k']``."""
+    if isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name) and node.node.name == var:
+        return node.attr
+    if isinstance(node, nodes.Getitem) and isinstance(node.node, nodes.Name) and node.node.name == var \
+            and isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str):
+        return node.arg.value
+    return None
+
+
+def _path(node: nodes.Node) -> list[str]:
+    """The names along an access chain: ``message.content.blocks`` → [message, content, blocks]."""
+    keys: list[str] = []
+    while True:
+        while isinstance(node, nodes.Filter):
+            node = node.node
+        if isinstance(node, nodes.Getattr):
+            keys.append(node.attr)
+        elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) \
+                and isinstance(node.arg.value, str):
+            keys.append(node.arg.value)
+        else:
+            return [node.name, *keys[::-1]] if isinstance(node, nodes.Name) else []
+        node = node.node
+
+
+def _block_container(loop: nodes.For, assigned: dict[str, nodes.Node]) -> str | None:
+    """Where the blocks ``loop`` walks sit in a message: "" for the content itself, the key under
+    the content for a mapping, None when the loop is not over a message's content."""
+    it = loop.iter
+    while isinstance(it, nodes.Filter):
+        it = it.node
+    if isinstance(it, nodes.Name) and it.name in assigned:
+        it = assigned[it.name]
+    keys = _path(it)
+    if keys[-1:] == ["content"]:
+        return ""
+    if keys[-2:-1] == ["content"] and _IDENT.match(keys[-1]):
+        return keys[-1]
+    return None
+
+
+def _type_tested(test: nodes.Node, var: str) -> str | None:
+    """The constant ``test`` compares ``var``'s type with (``var.type == 'x'``), if it does."""
+    for cmp in [test] if isinstance(test, nodes.Compare) else test.find_all(nodes.Compare):
+        if len(cmp.ops) != 1 or cmp.ops[0].op != "eq":
+            continue
+        a, b = cmp.expr, cmp.ops[0].expr
+        for key_side, value_side in ((a, b), (b, a)):
+            if _key_of(key_side, var) == "type" and isinstance(value_side, nodes.Const) \
+                    and isinstance(value_side.value, str) and _IDENT.match(value_side.value):
+                return value_side.value
+    return None
+
+
+@lru_cache(maxsize=512)
+def content_block_kinds(source: str) -> tuple[BlockKind, ...]:
+    """The content blocks ``source`` writes, read from its loops over a message's content: each
+    type it tests a block for, with the key it then reads the block's text from.
+
+    >>> src = ("{% for b in message.content %}{% if b.type == 'text' %}{{ b.text }}"
+    ...        "{% elif b['type'] == 'note' %}<n>{{ b['note'] }}</n>{% endif %}{% endfor %}")
+    >>> [(k.container, k.type, k.field) for k in content_block_kinds(src)]
+    [('', 'text', 'text'), ('', 'note', 'note')]
+    """
+    found = _walk(parse_template(source))
+    assigned: dict[str, nodes.Node] = {}
+    for a in _all(found, nodes.Assign):
+        if isinstance(a.target, nodes.Name):
+            assigned.setdefault(a.target.name, a.node)
+    kinds: list[BlockKind] = []
+    for loop in _all(found, nodes.For):
+        if not isinstance(loop.target, nodes.Name):
+            continue
+        var = loop.target.name
+        container = _block_container(loop, assigned)
+        if container is None:
+            continue
+        for branch in (n for stmt in loop.body for n in ([stmt] if isinstance(stmt, nodes.If) else [])
+                       + list(stmt.find_all(nodes.If))):
+            block_type = _type_tested(branch.test, var)
+            if block_type is None:
+                continue
+            reads = [n for stmt in branch.body for n in stmt.find_all((nodes.Getattr, nodes.Getitem, nodes.Call))]
+            called = {id(n.node) for n in reads if isinstance(n, nodes.Call)}  # methods: b.get(..)
+            fields = [k for n in reads if id(n) not in called and not isinstance(n, nodes.Call)
+                      and (k := _key_of(n, var)) and k != "type" and _IDENT.match(k)]
+            kind = BlockKind(container, block_type, fields[0]) if fields else None
+            if kind is not None and kind not in kinds:
+                kinds.append(kind)
+    return tuple(kinds)

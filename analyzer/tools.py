@@ -701,6 +701,9 @@ def _as_calls(calls: list[Call]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- classification
 
 _JSON_FIELD = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:\s*"?$')
+# The name is the value of an attribute in a header, unquoted after a space (`` key=`` or
+# `` key=namespace.``): a recipient among the header's attributes (channel formats).
+_HEADER_ATTRIBUTE = re.compile(r"\s[A-Za-z_][A-Za-z0-9_]*=(?:[A-Za-z_][A-Za-z0-9_]*\.)?$")
 
 
 def _classify(ts: ToolCallStructure, generation_prompt: str = "") -> ToolCallStructure:
@@ -764,7 +767,7 @@ def _classify(ts: ToolCallStructure, generation_prompt: str = "") -> ToolCallStr
         m = re.search(r"```([a-z]*)", "".join(p.text for p in parts if p.kind == "lit"))
         fields.update(function_format=FunctionFormat.MARKDOWN_CODE_BLOCK, code_block_language=m.group(1) if m else "",
                       code_block_marker=ts.tool_section_start.strip())
-    elif before_name.endswith("to=") or before_name.endswith("to=functions.") or "to=" in before_name[-16:]:
+    elif _HEADER_ATTRIBUTE.search(before_name):
         fields.update(function_format=FunctionFormat.CHANNEL_BASED, function_prefix=before_name,
                       function_suffix=after_name, function_close=after_args)
     elif before_name.endswith("<") and after_name.startswith(">") and "</" in after_args:
@@ -881,7 +884,7 @@ def _content_and_reasoning(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:
             before_content = 0 <= k and k + len(core) <= block.find(P.CONTENT)
     # reasoning on a tool-call turn, written the way this template takes reasoning
     r = c.reasoning if isinstance(c.reasoning, Reasoning) else None
-    shape = dict(P.reasoning_shapes(P.REASONING, "")).get(r.field if r and r.field else "reasoning_content", {})
+    shape = P.reasoning_fields(r.field if r and r.field else "reasoning_content", P.REASONING, "")
     fields = {k: v for k, v in shape.items() if k != "content"}
     if "content" in shape and not isinstance(shape["content"], str):
         fields["content"] = shape["content"]  # content blocks carry the reasoning

@@ -29,6 +29,7 @@ from analyzer.formatter import format_tool_calls
 from analyzer.load import LoadedTemplate
 from analyzer.markers import markers_in
 from analyzer.prober import Prober
+from analyzer.probes import with_reasoning
 from analyzer.structures import ContentMode, ReasoningMode, TemplateAnalysis
 
 from ..state import start_state
@@ -136,14 +137,7 @@ class Conversation:
         if content is None and (caps.requires_nonnull_content or not calls):
             msg["content"] = ""  # an answer with no calls has text, if empty (as OpenAI returns it)
         if reasoning:
-            where = caps.reasoning_field or "reasoning_content"
-            if where == "content_blocks:thinking":
-                msg["content"] = [{"type": "thinking", "thinking": reasoning}, {"type": "text", "text": content or ""}]
-            elif where == "content_blocks:thoughts":
-                msg["content"] = {"blocks": [{"type": "thoughts", "text": reasoning},
-                                             {"type": "response", "text": content or ""}]}
-            else:
-                msg[where] = reasoning
+            msg = with_reasoning(msg, caps.reasoning_field or "reasoning_content", reasoning)
         return msg
 
     def as_template_message(self, message: Message) -> Message:
