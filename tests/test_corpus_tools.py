@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from analyzer import probes as P
-from analyzer.caps import ToolProbeForms, tool_call_messages, tool_forms
+from analyzer.caps import tool_forms
 from analyzer.formatter import format_tool_calls
 from analyzer.load import load_template
 from analyzer.prober import Prober
 from analyzer.structures import TemplateAnalysis
-from analyzer.tools import PROBES, VERIFY, _as_calls, _Ctx, probe_tools
+from analyzer.tools import PROBES, VERIFY, _as_calls, _Ctx
+from generator.verify.applicability import source_facts
 
 # Templates whose rendered calls the analysis cannot describe, with the reason (strict:
 # the test fails when one starts passing, so this list cannot go stale).
@@ -28,14 +28,7 @@ KNOWN_FAILURES = {
 
 
 def _renders_tool_calls(path) -> bool:
-    prober = Prober(load_template(path))
-    for as_string in (False, True):
-        for empty in (False, True):
-            msg = tool_call_messages(ToolProbeForms(as_string, True, empty), [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)])
-            out = prober.render("oracle", [P.user(), msg], tools=probe_tools())
-            if out is not None and (P.FN_A in out[out.rfind(P.USER):] or P.ID_A in out[out.rfind(P.USER):]):
-                return True
-    return False
+    return source_facts(load_template(path)).renders_calls
 
 
 def test_formatter_reproduces_template(corpus_entry, analyzed):
@@ -68,11 +61,12 @@ def _formatter_reproduces(path, analyzed) -> None:
                content_none=not caps.requires_nonnull_content,
                content_wrapper=(a.content_structure.content_start, a.content_structure.content_end)
                if a.content_structure.content_end.strip() else None, final_suffix=a.final_suffix)
+    parallel = source_facts(load_template(path)).renders_parallel
     mismatches = []
     for probe in VERIFY:
         calls = PROBES[probe]
-        if len(calls) > 1 and not ts.supports_parallel:
-            continue
+        if len(calls) > 1 and not parallel:
+            continue  # the template writes one call per turn (its renders say, not the analysis)
         block = ctx.block(probe)
         if block is None:
             continue  # the template itself refuses this input (reported in the analysis)

@@ -64,6 +64,7 @@ KNOWN: dict[str, dict[str, str]] = {
     "extra/winninghealth-WiNGPT2-Llama-3-8B-Chat.jinja": {"hf-stream": AFTER_STOP},
     "extra/CohereLabs-c4ai-command-a-03-2025-axolotl.jinja": {"hf-stream": AFTER_STOP},
     "llama.cpp/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja": {"hf-stream": AFTER_STOP},
+    "llama.cpp/fireworks-ai-llama-3-firefunction-v2.jinja": {"hf-stream": AFTER_STOP},
     "extra/ibm-granite-granite-20b-functioncalling-vllm_tool_granite_20b_fc.jinja": {
         "hf": "parallel calls, each opened by its own '<function_call>' and closed by nothing: the json parser gets "
               "both objects as one region",

@@ -41,7 +41,8 @@ KNOWN: dict[str, dict[str, str]] = {
                             "analysis reads one level of units (our limitation)"},
     "llama.cpp/NVIDIA-Nemotron-Nano-v2.jinja": dict.fromkeys(
         ("content", "reasoning+content", "content+tool_calls"), THINK_FLAG),
-    "extra/nvidia-NVIDIA-Nemotron-Nano-12B-v2.jinja": dict.fromkeys(("content", "reasoning+content"), THINK_FLAG),
+    "extra/nvidia-NVIDIA-Nemotron-Nano-12B-v2.jinja": dict.fromkeys(
+        ("content", "reasoning+content", "content+tool_calls"), THINK_FLAG),
     "extra/nvidia-NVIDIA-Nemotron-Nano-9B-v2-Japanese.jinja": {"reasoning+content": THINK_FLAG},
     "extra/google-gemma-3-27b-it-vllm_tool_gemma3_pythonic.jinja": dict.fromkeys(
         ("tool_call", "parallel_tool_calls", "content+tool_calls", "tricky_arguments"),
@@ -94,6 +95,144 @@ def test_known_entries_are_corpus_templates(corpus):
     names = {e.name for e in corpus}
     assert set(KNOWN) <= names
     assert all(set(v) <= set(SCENARIOS) for v in KNOWN.values())
+
+
+# --------------------------------------------------------------------------- what the template writes
+
+INSTRUCTED_THINK = ("the default system prompt tells the model to write '<think> {Thought section} </think> "
+                    "{Solution section}'; no render carries a message's reasoning and the analysis, finding "
+                    "no reasoning, parses the model's <think> block as content")
+TOOL_PLAN = ("the template writes a tool-call turn's plan ('tool_plan', not an API field) in "
+             "<|START_THINKING|>...<|END_THINKING|> and its instructions ask for that block on every turn; the "
+             "analysis finds no reasoning, so the model's thinking block is read as content")
+# Templates whose source writes something the analysis does not find, by the failure seen.
+MISSED: dict[str, str] = {
+    "llama.cpp/unsloth-Apriel-1.5.jinja": "reasoning: the template writes a message's 'thought' field (not an API "
+                                          "field) in <thinking>...</thinking> before its calls and asks for "
+                                          "that block in its tool instructions; the analysis finds no reasoning",
+    "extra/ServiceNow-AI-Apriel-1.5-15b-Thinker.jinja": "reasoning: the template writes a message's 'thought' "
+                                                        "field in <thinking>...</thinking> before its calls; "
+                                                        "the analysis finds no reasoning",
+    "extra/inclusionAI-SingGuard-2b.jinja": "reasoning: <thinking_type>...</thinking_type> holds a setting's "
+                                            "value (sg_thinking_type), not the model's reasoning: the source "
+                                            "check takes the pair for reasoning markers",
+    "extra/microsoft-Phi-4-reasoning.jinja": "reasoning: " + INSTRUCTED_THINK,
+    "extra/microsoft-Phi-4-reasoning-vision-15B.jinja": "reasoning: " + INSTRUCTED_THINK,
+    "extra/microsoft-phi-4-axolotl.jinja": "reasoning: " + INSTRUCTED_THINK,
+    "extra/Motif-Technologies-Motif-2.6B.jinja": "reasoning: the template moves what a past answer writes before "
+                                                 "'</think>' out of its content, and writes '<think>' only there; "
+                                                 "the analysis finds no reasoning",
+    "extra/skt-A.X-4.0-Light.jinja": "reasoning: the template drops what a past answer writes before '</think>' "
+                                     "and writes '<think>' nowhere; the analysis finds no reasoning",
+    "extra/ibm-granite-granite-guardian-3.3-8b.jinja": "reasoning: the prompt ends in a judge header carrying a "
+                                                       "think flag ('judge{no_think}', 'judge{think}' with "
+                                                       "think=True) and the template writes no reasoning markers; "
+                                                       "the analysis finds no reasoning",
+    "extra/QCRI-Fanar-1-9B-Instruct.jinja": "reasoning: the template writes messages of role 'thinking' (not an "
+                                            "API role) in <think>...</think>; the analysis finds no reasoning",
+    "extra/CohereLabs-c4ai-command-a-03-2025-axolotl.jinja": "reasoning: " + TOOL_PLAN,
+    "extra/CohereLabs-c4ai-command-a-03-2025-axolotl-rag.jinja": "reasoning: " + TOOL_PLAN,
+    "extra/CohereLabs-c4ai-command-a-03-2025-axolotl-tool_use.jinja": "reasoning: " + TOOL_PLAN,
+    "extra/nvidia-NVIDIA-Nemotron-Nano-12B-v2.jinja": "tool calls: the template writes a call only when a tool "
+                                                      "result follows it (it reads the next message); the "
+                                                      "analysis renders calls alone and reads the syntax from the "
+                                                      "instructions instead",
+    "extra/nvidia-NVIDIA-Nemotron-Nano-9B-v2-Japanese.jinja": "tool calls: the template writes a call only when a "
+                                                              "tool result follows it; the analysis reads the syntax "
+                                                              "from the instructions instead",
+}
+
+
+def missed(template, analysis) -> list[str]:
+    """What the template writes (by its renders and source) that the analysis does not find."""
+    from generator.verify.applicability import source_facts
+    facts, ts = source_facts(template), analysis.tool_call_structure
+    out = []
+    if facts.writes_reasoning and not analysis.content_structure.reasoning_end:
+        out.append("reasoning")
+    if facts.renders_calls and not (ts.supports_tools and ts.source == "rendered"):
+        out.append("tool calls")
+    if facts.renders_parallel and ts.supports_tools and not ts.supports_parallel:
+        out.append("parallel calls")
+    return out
+
+
+def test_analysis_finds_what_the_template_writes(corpus_entry, analyzed):
+    """Oracle 2's applicability, checked on its own: a template that renders calls, or writes
+    reasoning (a message's reasoning shows in its turn, or its source writes a pair of markers
+    named for it), has an analysis that finds them. The fixed point runs those scenarios
+    whatever the analysis says, so a miss shows there too."""
+    from analyzer import load_template
+    from analyzer.structures import TemplateAnalysis
+    a = analyzed(corpus_entry.path)
+    if not isinstance(a, TemplateAnalysis):
+        pytest.skip("no analysis (its error is checked by test_golden)")
+    misses = missed(load_template(corpus_entry.path), a)
+    known = MISSED.get(corpus_entry.name)
+    if known is None:
+        assert not misses, f"{corpus_entry.name}: the template writes {misses}, the analysis does not find them"
+    else:
+        assert [known.split(":")[0]] == misses, f"{corpus_entry.name}: {misses} missed, KNOWN says {known!r}"
+
+
+def test_missed_entries_are_corpus_templates(corpus):
+    assert set(MISSED) <= {e.name for e in corpus}
+
+
+@pytest.fixture(scope="module")
+def chatml_analysis():
+    from analyzer import analyze_template, load_template
+    t = load_template("templates/chatml-think.jinja")
+    return t, analyze_template(t)
+
+
+def _wrong(analysis, what: str):
+    from dataclasses import replace
+    from analyzer.structures import ReasoningMode, ToolCallStructure
+    if what == "reasoning":
+        cs = replace(analysis.content_structure, reasoning_start="", reasoning_end="",
+                     reasoning_mode=ReasoningMode.NONE, reasoning_source="")
+        return replace(analysis, content_structure=cs)
+    return replace(analysis, tool_call_structure=ToolCallStructure(supports_tools=False, reason="wrong on purpose"))
+
+
+@pytest.mark.parametrize("what, scenario", [("reasoning", "reasoning+content"), ("tools", "tool_call"),
+                                            ("tools", "parallel_tool_calls")])
+def test_a_wrong_analysis_fails(chatml_analysis, what, scenario):
+    """An analysis that misses reasoning or tools the template writes fails its scenarios (they
+    are not skipped as not applying) and the applicability oracle."""
+    from generator.verify.fixed_point import fixed_point
+    template, right = chatml_analysis
+    assert fixed_point(template, right, scenario).ok and not missed(template, right)
+    wrong = _wrong(right, what)
+    r = fixed_point(template, wrong, scenario)
+    assert not r.skipped and not r.ok, r
+    assert missed(template, wrong) == [{"tools": "tool calls"}.get(what, what)]
+
+
+def test_a_wrong_corpus_analysis_fails(corpus, analyzed):
+    """The same on a corpus template: the first (by name) that renders calls and writes
+    reasoning, chosen by the template alone, whose scenarios pass with the right analysis and
+    render all they carry (reasoning in ``reasoning_content``)."""
+    from analyzer import load_template
+    from generator.verify.applicability import source_facts
+    from generator.verify.fixed_point import fixed_point
+
+    def fits(e) -> bool:
+        f = source_facts(load_template(e.path))
+        if e.name in MISSED or not (f.renders_calls and f.renders_reasoning):
+            return False
+        runs = [fixed_point(load_template(e.path), analyzed(e.path), s) for s in ("reasoning+content", "tool_call")]
+        return all(r.ok and not r.skipped and not r.template_drops for r in runs)
+
+    entry = next((e for e in sorted(corpus, key=lambda e: e.name) if fits(e)), None)
+    if entry is None:
+        pytest.skip("no corpus template renders both calls and reasoning")
+    template, right = load_template(entry.path), analyzed(entry.path)
+    for what, scenario in (("reasoning", "reasoning+content"), ("tools", "tool_call")):
+        r = fixed_point(template, _wrong(right, what), scenario)
+        assert not r.skipped and not r.ok, (entry.name, what, r)
+        assert missed(template, _wrong(right, what)), (entry.name, what)
 
 
 # --------------------------------------------------------------------------- the splice

@@ -31,6 +31,7 @@ from analyzer.structures import ReasoningMode, TemplateAnalysis
 
 from ..params import generate_parser
 from ..state import thinking_setting
+from .applicability import source_facts
 
 # Described and typed the way real tool definitions are: some templates print every parameter's
 # description and item type unguarded.
@@ -198,16 +199,20 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
     """Run one scenario; see the module docstring."""
 
     caps, ts = analysis.caps, analysis.tool_call_structure
+    # whether the scenario applies is the template's to say, not the analysis' (applicability.py)
+    facts = source_facts(template)
     uses_tools = "tool" in scenario or "arguments" in scenario
-    if uses_tools and not (ts.supports_tools and ts.source == "rendered"):
+    if uses_tools and not facts.renders_calls:
         return FixedPoint(scenario, True, skipped="template does not render tool calls")
-    if scenario == "parallel_tool_calls" and not ts.supports_parallel:
+    if scenario == "parallel_tool_calls" and not facts.renders_parallel:
         return FixedPoint(scenario, True, skipped="template writes one call per turn")
     wants_reasoning = "reasoning" in scenario
-    if wants_reasoning and not analysis.content_structure.reasoning_end:
-        return FixedPoint(scenario, True, skipped="template has no reasoning markers")
+    if wants_reasoning and not facts.writes_reasoning:
+        return FixedPoint(scenario, True, skipped="template writes no reasoning")
     prober = prober or Prober(template, engine=analysis.engine)
     prober.content_format = caps.content_format
+    for name in caps.stand_in_variables:  # custom variables the template cannot render without
+        prober.default_kwargs.setdefault(name, "")
     forms = tool_forms(caps)
     message = _scenario_message(scenario, forms, caps.requires_nonnull_content)
     names_in_ids = uses_tools and not any(p.kind == "name" for p in ts.call_parts)

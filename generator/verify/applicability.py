@@ -1,0 +1,171 @@
+"""Which scenarios apply to a template, decided without the analysis under test.
+
+An oracle that skips where the analysis says "no tools" or "no reasoning" cannot see the
+analysis miss them. These facts come from the template alone: renders of plain probe messages
+(does a call's name show up in the turn? do two calls? does a message's reasoning?) and its
+source (does it write a marker named with the chat API's word for reasoning, or end its prompt
+with a line that names it?). The template's switches are turned on by name, from its source.
+
+Example::
+
+    >>> from analyzer import load_template
+    >>> facts = source_facts(load_template("templates/chatml-think.jinja"))
+    >>> facts.renders_calls, facts.writes_reasoning
+    (True, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from analyzer import probes as P
+from analyzer.caps import ToolProbeForms, detect_stand_ins, thinking_controls, tool_call_messages
+from analyzer.errors import ChatAutoparserError
+from analyzer.load import LoadedTemplate
+from analyzer.markers import REASONING_WORDS, is_closing, markers_in, mentions, opening_for
+from analyzer.prober import Prober
+from analyzer.template_info import BlockKind, TemplateInfo, content_block_kinds, template_info
+from analyzer.tools import probe_tools
+
+# Where a message's reasoning travels in the chat API; the template's own switches (variables
+# named for thinking, read from its source) are turned on, one at a time.
+_REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+_MAX_CLOSERS = 64
+# The chat API's media blocks: they carry a file, not text the model wrote.
+_MEDIA = frozenset({"image", "image_url", "video", "audio", "input_audio", "file"})
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFacts:
+    renders_calls: bool      # a call's name (or id) shows up in the assistant turn
+    renders_parallel: bool   # two calls' names do
+    renders_reasoning: bool  # a message's reasoning shows up in a past or last turn
+    reasoning_marker: str | None  # a marker named for reasoning in the source, or the prompt's last line
+
+    @property
+    def writes_reasoning(self) -> bool:
+        return self.renders_reasoning or self.reasoning_marker is not None
+
+
+def _turn(out: str | None) -> str:
+    return out[out.rfind(P.USER):] if out is not None and P.USER in out else ""
+
+
+def _renders_calls(prober: Prober, calls: list[tuple[str, dict, str]]) -> bool:
+    for as_string in (False, True):
+        for empty in (False, True):
+            msg = tool_call_messages(ToolProbeForms(as_string, True, empty), calls)
+            bare = {"role": "assistant", "content": "" if empty else None}
+            results = [P.tool_result(call_id=cid, name=name) for name, _, cid in calls]
+            for after in ([], results):  # some templates read the results along
+                turn = _turn(prober.render("applies:calls", [P.user(), msg, *after], tools=probe_tools(),
+                                           record=False))
+                # the turn without the calls: a result may name its call too
+                plain = _turn(prober.render("applies:calls", [P.user(), bare, *after], tools=probe_tools(),
+                                            record=False))
+                if turn and all(turn.count(name) + turn.count(cid) > plain.count(name) + plain.count(cid)
+                                for name, _, cid in calls):
+                    return True
+    return False
+
+
+def _settings(info: TemplateInfo | None) -> list[dict[str, Any]]:
+    return [{}] + [{name: True} for name in (thinking_controls(info) if info is not None else ())]
+
+
+def _reasoning_messages(prober: Prober) -> list[dict[str, Any]]:
+    """Assistant messages carrying the probe reasoning every way the API or the template's own
+    content blocks can (a block kind that renders like plain content is the answer's, not one)."""
+    out = [{"role": "assistant", "content": P.CONTENT, field: P.REASONING} for field in _REASONING_FIELDS]
+    try:
+        kinds = content_block_kinds(prober.template.source)
+    except Exception:  # noqa: BLE001 - jinja2 cannot parse it (minijinja renders it): no blocks to read
+        kinds = ()
+    plain = _turn(prober.render("applies:blocks", [P.user(), P.assistant(P.CONTENT)], record=False))
+
+    def like_plain(kind: BlockKind) -> bool:
+        fields = P.reasoning_fields(P.block_shape(kind, None), P.CONTENT)
+        return _turn(prober.render("applies:blocks", [P.user(), {"role": "assistant", **fields}],
+                                   record=False)) == plain
+
+    answers = {kind.container: kind for kind in kinds if plain and like_plain(kind)}
+    for kind in kinds:  # beside an answer block: a container with none has nothing to tell apart
+        text = answers.get(kind.container)
+        if text is not None and kind.type != text.type and kind.type not in _MEDIA:
+            shape = P.block_shape(kind, text)
+            out.append({"role": "assistant", **P.reasoning_fields(shape, P.REASONING, P.CONTENT)})
+    return out
+
+
+def _renders_reasoning(prober: Prober, info: TemplateInfo | None) -> bool:
+    call = [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)]
+    for msg in _reasoning_messages(prober):
+        with_call = {**tool_call_messages(ToolProbeForms(False, True, False), call), **msg}
+        conversations = ([P.user(), msg], [P.user(), msg, P.user(P.USER2)],  # last turn, past turn,
+                         [P.user(), with_call, P.tool_result()])              # and a tool-call turn
+        for convo in conversations:
+            tools = probe_tools() if len(convo) == 3 and convo[-1]["role"] == "tool" else None
+            for kwargs in _settings(info):
+                out = prober.render("applies:reasoning", convo, tools=tools, record=False, **kwargs)
+                if P.REASONING in _turn(out):
+                    return True
+    return False
+
+
+def _reasoning_marker(prober: Prober, info: TemplateInfo | None) -> str | None:
+    """A marker named for reasoning that the source writes, the generation prompt's last line
+    when it names reasoning (``Here are my reasoning steps:``), or a closing marker past answers
+    are cut at (what a past answer writes before it is dropped: reasoning)."""
+    literals = info.literals if info is not None else ()
+    named = sorted({m for lit in literals for m in markers_in(lit) if mentions(m, REASONING_WORDS)})
+    if named:
+        return named[0]
+    for kwargs in _settings(info):
+        prompt = prober.render("applies:prompt", [P.user()], add_generation_prompt=True, record=False, **kwargs)
+        last = (prompt or "").rstrip().rsplit("\n", 1)[-1]
+        if mentions(last, REASONING_WORDS):
+            return last
+    # a closing marker the template cuts past answers at, dropping what stands before it
+    closers = list(dict.fromkeys(m for lit in literals for m in markers_in(lit) if is_closing(m)))
+    for closer in closers[:_MAX_CLOSERS]:  # a render each (the corpus has at most 18)
+        opener = opening_for(closer) or ""
+        answer = P.assistant(f"{opener}{P.REASONING}{closer}{P.CONTENT}")
+        out = prober.render("applies:cut", [P.user(), answer, P.user(P.USER2), P.assistant(P.CONTENT2)],
+                            record=False)
+        if out is not None and P.CONTENT in out and P.REASONING not in out:
+            return closer
+    return None
+
+
+def _facts(template: LoadedTemplate) -> SourceFacts:
+    prober = Prober(template)
+    detect_stand_ins(prober)  # custom variables a template cannot render without get empty values
+    one = [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)]
+    two = one + [(P.FN_B, {P.ARG_S: P.VAL_S}, P.ID_B)]
+    try:
+        info: TemplateInfo | None = template_info(template.source)
+    except Exception:  # noqa: BLE001 - jinja2 cannot parse it (minijinja renders it): no source facts
+        info = None
+    try:
+        calls = _renders_calls(prober, one)
+        return SourceFacts(renders_calls=calls, renders_parallel=calls and _renders_calls(prober, two),
+                           renders_reasoning=_renders_reasoning(prober, info),
+                           reasoning_marker=_reasoning_marker(prober, info))
+    except ChatAutoparserError:  # the template cannot be rendered at all: nothing applies
+        return SourceFacts(False, False, False, None)
+
+
+_CACHE: dict[tuple, SourceFacts] = {}
+_CACHE_SIZE = 64
+
+
+def source_facts(template: LoadedTemplate) -> SourceFacts:
+    """What ``template`` writes, from its renders and source alone (see the module docstring)."""
+    key = (tuple(sorted(template.variants.items())), template.selected,
+           repr(sorted(template.special_tokens.items())))
+    if key not in _CACHE:
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = _facts(template)
+    return _CACHE[key]
