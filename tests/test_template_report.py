@@ -254,3 +254,26 @@ def test_timeout_is_recorded_not_waited_for(tmp_path: Path) -> None:
     rec, _ = tr.run_one(Entry("slow.jinja", str(slow)), timeout_s=0.5)
     assert rec["status"] == "timeout" and rec["error"]["type"] == "Timeout"
     assert rec["checks"]["analysis"] == "fail"
+
+
+# --------------------------------------------------------------------------- README figures
+
+def test_readme_figures_are_the_reports() -> None:
+    """The README's corpus paragraph is what tools/readme_figures.py writes from the kept
+    summary: a hand edit, or a summary regenerated without the README, fails."""
+    from tools.readme_figures import README, SUMMARY, block_of, figures_markdown
+    summary = json.loads(SUMMARY.read_text(encoding="utf-8"))
+    assert block_of(README.read_text(encoding="utf-8")) == figures_markdown(summary)
+
+
+def test_readme_summary_is_the_baselines() -> None:
+    """The kept summary counts what the committed baseline records (the report both came from)."""
+    from tools.readme_figures import SUMMARY
+    summary = json.loads(SUMMARY.read_text(encoding="utf-8"))
+    baseline = tr.load_baseline(str(Path(__file__).parent / "report-baseline.json"))
+    assert summary["templates"] == len(baseline)
+    assert summary["analysed"] == sum(c.get("analysis") == "pass" for c in baseline.values())
+    for scenario, f in summary["fixed_point"].items():
+        for status in ("pass", "fail"):
+            counted = sum(c.get(f"fixed_point/{scenario}") == status for c in baseline.values())
+            assert f[status] == counted, (scenario, status)

@@ -1,0 +1,100 @@
+"""The README's corpus figures, written from a template report instead of by hand.
+
+``template-report --corpus --out report`` measures; this writes what it measured into the
+README between the ``<!-- report-figures -->`` and ``<!-- /report-figures -->`` lines and
+keeps the summary it wrote them from in ``tests/report-summary.json``, so a test can tell a
+hand edit (or a stale figure) from the report's::
+
+    template-report --corpus --out /tmp/report --baseline tests/report-baseline.json
+    python -m tools.readme_figures /tmp/report/report.json
+
+Example::
+
+    >>> s = {"templates": 2, "analysed": 2, "errors": 0, "timeouts": 0, "unchecked_tool_templates": {},
+    ...      "fixed_point": {"content": {"pass": 2, "fail": 0, "spliced": 1}},
+    ...      "reconstructs": {"ok": 2, "checked": 2},
+    ...      "grammar": {"grammars": 1, "templates_with_grammar": 1, "lazy": 1, "gbnf_clean": 1,
+    ...                  "llguidance_compiled": 1, "accepts": 3}}
+    >>> print(figures_markdown(s))  # doctest: +NORMALIZE_WHITESPACE
+    Measured on the 2-template corpus: 2 templates analysed, 0 typed `AnalysisError`s, 0 timeouts.
+    Render → parse fixed point (pass / fail per scenario, of which spliced): content 2/0 (1) (the
+    rest do not apply to the template). 0 of the 1 templates whose analysis finds tool calls have no
+    checked tool-call output (listed in the report with the reason). Re-rendering the parsed message
+    reproduces the template's own text in 2 of 2 cases. 1 distinct grammars (1 templates, 1 lazy): 1
+    pass our strict GBNF check, 1 compile in llguidance, and llguidance accepts 3 of 3 rendered
+    tool-call outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+SUMMARY = REPO / "tests" / "report-summary.json"
+BEGIN, END = "<!-- report-figures -->", "<!-- /report-figures -->"
+# The scenarios in the order the README gives them (a wrapped line never starts with "+").
+NAMES = {"content": "content", "reasoning+content": "reasoning and content", "tool_call": "one tool call",
+         "parallel_tool_calls": "parallel calls", "content+tool_calls": "content and calls",
+         "reasoning+tool_calls": "reasoning and calls", "tricky_arguments": "tricky arguments",
+         "empty_arguments": "empty arguments"}
+# What the README shows of a report's summary (the rest changes with the machine or is detail).
+KEPT = ("templates", "analysed", "errors", "timeouts", "unchecked_tool_templates", "fixed_point", "reconstructs",
+        "grammar")
+
+
+def figures_markdown(summary: dict[str, Any]) -> str:
+    """The README paragraph for ``summary`` (a report's ``summary``), wrapped at 100 columns."""
+    order = [n for n in NAMES if n in summary["fixed_point"]] + sorted(set(summary["fixed_point"]) - set(NAMES))
+    fixed = ", ".join(f"{NAMES.get(name, name)} {f['pass']}/{f['fail']} ({f['spliced']})"
+                      for name in order for f in [summary["fixed_point"][name]])
+    g, r = summary["grammar"], summary["reconstructs"]
+    text = (f"Measured on the {summary['templates']}-template corpus: {summary['analysed']} templates analysed, "
+            f"{summary['errors']} typed `AnalysisError`s, {summary['timeouts']} timeouts. Render → parse fixed "
+            f"point (pass / fail per scenario, of which spliced): {fixed} (the rest do not apply to the "
+            f"template). {len(summary['unchecked_tool_templates'])} of the {g['templates_with_grammar']} templates "
+            f"whose analysis finds tool calls have no checked tool-call output (listed in the report with the "
+            f"reason). Re-rendering the parsed message reproduces the template's own text in {r['ok']} of "
+            f"{r['checked']} cases. {g['grammars']} distinct grammars ({g['templates_with_grammar']} templates, "
+            f"{g['lazy']} lazy): {g['gbnf_clean']} pass our strict GBNF check, {g['llguidance_compiled']} compile "
+            f"in llguidance, and llguidance accepts {g['accepts']} of {g.get('accept_checked', g['accepts'])} "
+            f"rendered tool-call outputs.")
+    return "\n".join(textwrap.wrap(text, 100))
+
+
+def kept(summary: dict[str, Any]) -> dict[str, Any]:
+    """The part of a summary the README is written from."""
+    return {k: summary[k] for k in KEPT}
+
+
+def replace_block(readme: str, block: str) -> str:
+    """``readme`` with the text between the figure markers replaced by ``block``."""
+    i, j = readme.find(BEGIN), readme.find(END)
+    if i < 0 or j < i:
+        raise ValueError(f"README has no {BEGIN} ... {END} block")
+    return readme[:i + len(BEGIN)] + "\n" + block + "\n" + readme[j:]
+
+
+def block_of(readme: str) -> str:
+    i, j = readme.find(BEGIN), readme.find(END)
+    return readme[i + len(BEGIN):j].strip("\n") if 0 <= i < j else ""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("report", help="report.json written by template-report --out")
+    args = ap.parse_args(argv)
+    summary = kept(json.loads(Path(args.report).read_text(encoding="utf-8"))["summary"])
+    README.write_text(replace_block(README.read_text(encoding="utf-8"), figures_markdown(summary)), encoding="utf-8")
+    SUMMARY.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote the figures into {README.name} and {SUMMARY.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
