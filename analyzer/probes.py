@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .errors import AnalysisError
 from .template_info import BlockKind
 
 USER = "Userq7needle"
@@ -117,11 +118,14 @@ def reasoning_fields(where: str, reasoning: str, content: str | None = None) -> 
     if not where.startswith(BLOCKS):
         return {where: reasoning, **({"content": content} if content is not None else {})}
     spec, _, text = where[len(BLOCKS):].partition("+")
-    *container, kind, key = spec.split(".")
+    parts, answer = spec.split("."), text.split(".") if text else []
+    if len(parts) not in (2, 3) or len(answer) not in (0, 2) or not all(parts + answer):
+        raise AnalysisError(f"reasoning field {where!r} names no content-block shape (container.type.key"
+                            "+type.key); an analysis written before 0.2 names its shape otherwise: analyse again")
+    *container, kind, key = parts
     blocks: list[dict[str, Any]] = [{"type": kind, key: reasoning}]
-    if text:
-        text_kind, text_key = text.split(".")
-        blocks.append({"type": text_kind, text_key: content or ""})
+    if answer:
+        blocks.append({"type": answer[0], answer[1]: content or ""})
     return {"content": {container[0]: blocks} if container else blocks}
 
 

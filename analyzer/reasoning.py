@@ -120,9 +120,10 @@ def _shapes_to_try(prober: Prober) -> list[tuple[str, dict[str, Any]]]:
 
 def _block_shapes(prober: Prober) -> list[tuple[str, dict[str, Any]]]:
     """Content-block shapes that may carry reasoning, from the block kinds the template tests
-    for. In each container, the kind whose block renders exactly as plain string content is the
-    answer's; every other kind is tried for the reasoning, followed by an answer block (a
-    container with no such kind has no answer to set reasoning apart from)."""
+    for. In each container, the kinds whose block renders exactly as plain string content are
+    answers (the first carries the answer); every other kind is tried for the reasoning,
+    followed by an answer block (a container with no answer kind has nothing to set reasoning
+    apart from)."""
     try:
         kinds = content_block_kinds(prober.template.source)
     except Exception:  # noqa: BLE001 - a template jinja2 cannot parse has no kinds to read
@@ -132,14 +133,17 @@ def _block_shapes(prober: Prober) -> list[tuple[str, dict[str, Any]]]:
     def turn(content: Any) -> list[dict[str, Any]]:
         return [P.user(), {"role": "assistant", "content": content}]
     plain = prober.render("content_blocks[plain]", turn(P.CONTENT), record=False)
+    if plain is None:
+        return []
+    answers = [k for k in kinds if prober.render(
+        f"content_blocks[{k.type}]", turn(P.reasoning_fields(P.block_shape(k, None), P.CONTENT)["content"]),
+        record=False) == plain]
     shapes = []
     for container in dict.fromkeys(k.container for k in kinds):
         group = [k for k in kinds if k.container == container]
-        text = next((k for k in group if plain is not None and prober.render(
-            f"content_blocks[{k.type}]", turn(P.reasoning_fields(P.block_shape(k, None), P.CONTENT)["content"]),
-            record=False) == plain), None)
+        text = next((k for k in answers if k.container == container), None)
         for k in group:
-            if text is not None and k.type != text.type:
+            if text is not None and k not in answers:
                 name = P.block_shape(k, text)
                 shapes.append((name, P.reasoning_fields(name, P.REASONING, P.CONTENT)))
     return shapes

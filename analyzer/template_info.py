@@ -134,8 +134,37 @@ def _inputs(found: dict[type, list[nodes.Node]]) -> frozenset[str] | None:
     return frozenset(names)
 
 
+def _guarded(ast: nodes.Template, tested: Any) -> dict[str, list[str]]:
+    """switch -> the switches tested only inside its branches (``{% if a %}{% if b %}``, with
+    ``b`` tested nowhere else: a -> b)."""
+    tests: dict[str, int] = {}
+    under: dict[tuple[str, str], int] = {}
+    stack: list[tuple[nodes.Node, frozenset[str]]] = [(ast, frozenset())]
+    while stack:
+        node, outer = stack.pop()
+        if isinstance(node, nodes.If):
+            names = set(tested(node.test))
+            for name in names:
+                tests[name] = tests.get(name, 0) + 1
+                for o in outer - {name}:
+                    under[(o, name)] = under.get((o, name), 0) + 1
+            stack += [(n, outer | names) for n in node.body]
+            stack += [(n, outer) for n in [*node.elif_, *node.else_]]
+            continue
+        stack += [(n, outer) for n in node.iter_child_nodes()]
+    out: dict[str, list[str]] = {}
+    for (o, name), count in sorted(under.items()):
+        if count == tests[name]:
+            out.setdefault(o, []).append(name)
+    return out
+
+
 # Names jinja defines inside loops, macros and calls: never the caller's switches.
 _LOOP_NAMES = frozenset({"loop", "caller", "varargs", "kwargs", "self", "super"})
+# What transformers' apply_chat_template hands every template: inputs, never switches.
+RENDER_INPUTS = frozenset({"messages", "tools", "documents", "add_generation_prompt", "continue_final_message",
+                           "bos_token", "eos_token", "pad_token", "unk_token", "sep_token", "cls_token",
+                           "mask_token", "additional_special_tokens", "strftime_now", "raise_exception"})
 
 
 @lru_cache(maxsize=512)
@@ -173,27 +202,31 @@ def template_info(source: str) -> TemplateInfo:
             literals.append(data.data)
     random_sources = sorted({"random" for f in _all(found, nodes.Filter) if f.name == "random"}
                             | {"lipsum" for n in _all(found, nodes.Name) if n.name == "lipsum" and n.ctx == "load"})
-    # switches: inputs the template sets, if at all, only to a constant (its default)
+    # switches: inputs the template sets, if at all, only to a constant (its default); not the
+    # ones every caller passes (messages, add_generation_prompt, the special tokens, ...)
     computed = {a.target.name for a in _all(found, nodes.Assign)
                 if isinstance(a.target, nodes.Name) and not isinstance(a.node, nodes.Const)}
-    switches = variables - computed - _LOOP_NAMES
+    switches = variables - computed - _LOOP_NAMES - RENDER_INPUTS
 
     def tested(test: nodes.Node) -> list[str]:
-        names = [test] if isinstance(test, nodes.Name) else list(test.find_all(nodes.Name))
-        return [n.name for n in names if n.name in switches]
+        """The switches ``test`` reads, but not where it only asks whether one is set
+        (``x is defined``: how a template gives a switch its default)."""
+        out, todo = [], [test]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, nodes.Test) and node.name in ("defined", "undefined", "none") \
+                    and isinstance(node.node, nodes.Name):
+                continue
+            if isinstance(node, nodes.Name) and node.name in switches:
+                out.append(node.name)
+            todo += list(node.iter_child_nodes())
+        return out
 
-    guarded: dict[str, list[str]] = {}
-    for branch in _all(found, nodes.If):
-        inner = [name for stmt in branch.body
-                 for b in ([stmt] if isinstance(stmt, nodes.If) else []) + list(stmt.find_all(nodes.If))
-                 for name in tested(b.test)]
-        for var in tested(branch.test):
-            bucket = guarded.setdefault(var, [])
-            bucket += [v for v in inner if v != var and v not in bucket]
+    guarded = _guarded(ast, tested)
     return TemplateInfo(variables=variables,
                         compared=tuple((k, tuple(v)) for k, v in sorted(compared.items())),
                         literals=tuple(literals), random_sources=tuple(random_sources), inputs=_inputs(found),
-                        guarded=tuple((k, tuple(v)) for k, v in sorted(guarded.items()) if v))
+                        guarded=tuple((k, tuple(v)) for k, v in sorted(guarded.items())))
 
 
 # --------------------------------------------------------------------------- content blocks
@@ -269,7 +302,8 @@ def _type_tested(test: nodes.Node, var: str) -> str | None:
 @lru_cache(maxsize=512)
 def content_block_kinds(source: str) -> tuple[BlockKind, ...]:
     """The content blocks ``source`` writes, read from its loops over a message's content: each
-    type it tests a block for, with the key it then reads the block's text from.
+    type it tests a block for, with the first key it then reads from the block (the first
+    :data:`MAX_BLOCK_KINDS`).
 
     >>> src = ("{% for b in message.content %}{% if b.type == 'text' %}{{ b.text }}"
     ...        "{% elif b['type'] == 'note' %}<n>{{ b['note'] }}</n>{% endif %}{% endfor %}")
@@ -281,7 +315,7 @@ def content_block_kinds(source: str) -> tuple[BlockKind, ...]:
     for a in _all(found, nodes.Assign):
         if isinstance(a.target, nodes.Name):
             assigned.setdefault(a.target.name, a.node)
-    kinds: list[BlockKind] = []
+    kinds: dict[BlockKind, None] = {}
     for loop in _all(found, nodes.For):
         if not isinstance(loop.target, nodes.Name):
             continue
@@ -298,7 +332,11 @@ def content_block_kinds(source: str) -> tuple[BlockKind, ...]:
             called = {id(n.node) for n in reads if isinstance(n, nodes.Call)}  # methods: b.get(..)
             fields = [k for n in reads if id(n) not in called and not isinstance(n, nodes.Call)
                       and (k := _key_of(n, var)) and k != "type" and _IDENT.match(k)]
-            kind = BlockKind(container, block_type, fields[0]) if fields else None
-            if kind is not None and kind not in kinds:
-                kinds.append(kind)
+            if fields:
+                kinds.setdefault(BlockKind(container, block_type, fields[0]))
+                if len(kinds) == MAX_BLOCK_KINDS:
+                    return tuple(kinds)
     return tuple(kinds)
+
+
+MAX_BLOCK_KINDS = 32  # each kind costs renders; the corpus writes at most 5

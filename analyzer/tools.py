@@ -702,7 +702,8 @@ def _as_calls(calls: list[Call]) -> list[dict[str, Any]]:
 
 _JSON_FIELD = re.compile(r'"([A-Za-z_][A-Za-z0-9_]*)"\s*:\s*"?$')
 # The name is the value of an attribute in a header, unquoted after a space (`` key=`` or
-# `` key=namespace.``): a recipient among the header's attributes (channel formats).
+# `` key=namespace.``), outside any tag: a recipient among the header's attributes (channel
+# formats; ``<invoke name=f>`` is a tag's attribute).
 _HEADER_ATTRIBUTE = re.compile(r"\s[A-Za-z_][A-Za-z0-9_]*=(?:[A-Za-z_][A-Za-z0-9_]*\.)?$")
 
 
@@ -767,7 +768,7 @@ def _classify(ts: ToolCallStructure, generation_prompt: str = "") -> ToolCallStr
         m = re.search(r"```([a-z]*)", "".join(p.text for p in parts if p.kind == "lit"))
         fields.update(function_format=FunctionFormat.MARKDOWN_CODE_BLOCK, code_block_language=m.group(1) if m else "",
                       code_block_marker=ts.tool_section_start.strip())
-    elif _HEADER_ATTRIBUTE.search(before_name):
+    elif _HEADER_ATTRIBUTE.search(before_name) and before_name.rfind("<") <= before_name.rfind(">"):
         fields.update(function_format=FunctionFormat.CHANNEL_BASED, function_prefix=before_name,
                       function_suffix=after_name, function_close=after_args)
     elif before_name.endswith("<") and after_name.startswith(">") and "</" in after_args:

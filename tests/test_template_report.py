@@ -273,7 +273,13 @@ def test_readme_summary_is_the_baselines() -> None:
     baseline = tr.load_baseline(str(Path(__file__).parent / "report-baseline.json"))
     assert summary["templates"] == len(baseline)
     assert summary["analysed"] == sum(c.get("analysis") == "pass" for c in baseline.values())
+    assert summary["errors"] + summary["timeouts"] == sum(c.get("analysis") != "pass" for c in baseline.values())
     for scenario, f in summary["fixed_point"].items():
         for status in ("pass", "fail"):
             counted = sum(c.get(f"fixed_point/{scenario}") == status for c in baseline.values())
             assert f[status] == counted, (scenario, status)
+
+    def count(prefix: str) -> int:
+        return sum(v == "pass" for c in baseline.values() for k, v in c.items() if k.startswith(prefix))
+    assert summary["reconstructs"]["ok"] == count("reconstructs/")
+    assert summary["grammar"]["accepts"] == count("grammar/accepts/")

@@ -11,18 +11,18 @@ hand edit (or a stale figure) from the report's::
 Example::
 
     >>> s = {"templates": 2, "analysed": 2, "errors": 0, "timeouts": 0, "unchecked_tool_templates": {},
-    ...      "fixed_point": {"content": {"pass": 2, "fail": 0, "spliced": 1}},
+    ...      "fixed_point": {"content": {"pass": 2, "fail": 0, "spliced": 1}}, "tool_templates": 1,
     ...      "reconstructs": {"ok": 2, "checked": 2},
     ...      "grammar": {"grammars": 1, "templates_with_grammar": 1, "lazy": 1, "gbnf_clean": 1,
-    ...                  "llguidance_compiled": 1, "accepts": 3}}
+    ...                  "llguidance_compiled": 1, "accepts": 3, "accept_checked": 3}}
     >>> print(figures_markdown(s))  # doctest: +NORMALIZE_WHITESPACE
     Measured on the 2-template corpus: 2 templates analysed, 0 typed `AnalysisError`s, 0 timeouts.
     Render → parse fixed point (pass / fail per scenario, of which spliced): content 2/0 (1) (the
-    rest do not apply to the template). 0 of the 1 templates whose analysis finds tool calls have no
-    checked tool-call output (listed in the report with the reason). Re-rendering the parsed message
-    reproduces the template's own text in 2 of 2 cases. 1 distinct grammars (1 templates, 1 lazy): 1
-    pass our strict GBNF check, 1 compile in llguidance, and llguidance accepts 3 of 3 rendered
-    tool-call outputs.
+    rest do not apply to the template, or it drops the reasoning they would read back). 0 of the 1
+    templates whose analysis finds tool calls have no checked tool-call output (listed in the report
+    with the reason). Re-rendering the parsed message reproduces the template's own text in 2 of 2
+    cases. 1 distinct grammars (1 templates, 1 lazy): 1 pass our strict GBNF check, 1 compile in
+    llguidance, and llguidance accepts 3 of 3 rendered tool-call outputs.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ NAMES = {"content": "content", "reasoning+content": "reasoning and content", "to
          "empty_arguments": "empty arguments"}
 # What the README shows of a report's summary (the rest changes with the machine or is detail).
 KEPT = ("templates", "analysed", "errors", "timeouts", "unchecked_tool_templates", "fixed_point", "reconstructs",
-        "grammar")
+        "grammar", "tool_templates")
 
 
 def figures_markdown(summary: dict[str, Any]) -> str:
@@ -57,19 +57,21 @@ def figures_markdown(summary: dict[str, Any]) -> str:
     text = (f"Measured on the {summary['templates']}-template corpus: {summary['analysed']} templates analysed, "
             f"{summary['errors']} typed `AnalysisError`s, {summary['timeouts']} timeouts. Render → parse fixed "
             f"point (pass / fail per scenario, of which spliced): {fixed} (the rest do not apply to the "
-            f"template). {len(summary['unchecked_tool_templates'])} of the {g['templates_with_grammar']} templates "
+            f"template, or it drops the reasoning they would read back). {len(summary['unchecked_tool_templates'])} of the {summary['tool_templates']} templates "
             f"whose analysis finds tool calls have no checked tool-call output (listed in the report with the "
             f"reason). Re-rendering the parsed message reproduces the template's own text in {r['ok']} of "
             f"{r['checked']} cases. {g['grammars']} distinct grammars ({g['templates_with_grammar']} templates, "
             f"{g['lazy']} lazy): {g['gbnf_clean']} pass our strict GBNF check, {g['llguidance_compiled']} compile "
-            f"in llguidance, and llguidance accepts {g['accepts']} of {g.get('accept_checked', g['accepts'])} "
+            f"in llguidance, and llguidance accepts {g['accepts']} of {g['accept_checked']} "
             f"rendered tool-call outputs.")
     return "\n".join(textwrap.wrap(text, 100))
 
 
 def kept(summary: dict[str, Any]) -> dict[str, Any]:
-    """The part of a summary the README is written from."""
-    return {k: summary[k] for k in KEPT}
+    """The part of a summary the README is written from (with the count of templates whose
+    analysis finds tool calls: every analysed one whose tool format is not none)."""
+    tools = sum(n for fmt, n in summary["formats"]["tool_format"].items() if fmt != "FUNC_NONE")
+    return {k: summary[k] for k in KEPT if k in summary} | {"tool_templates": tools}
 
 
 def replace_block(readme: str, block: str) -> str:

@@ -262,9 +262,15 @@ def _accepts(scenario: str, generated: str, params_by_setting: dict[bool, Any], 
     return first_failure or {"status": NA, "setting": "", "text": "", "note": "no usable grammar"}
 
 
+# A reasoning scenario whose reasoning the template drops reads none of it back: not a pass.
+REASONING_DROPPED = "the template drops the message's reasoning: none of it is read back"
+
+
 def _scenario_record(r: Any) -> dict[str, Any]:
-    status = "skip" if r.skipped else PASS if r.ok else FAIL
-    return {"status": status, "skipped": r.skipped, "via": r.via, "problems": list(r.problems),
+    dropped = r.ok and not r.skipped and "reasoning" in r.scenario and "reasoning" in r.template_drops
+    status = "skip" if r.skipped or dropped else PASS if r.ok else FAIL
+    return {"status": status, "skipped": r.skipped or (REASONING_DROPPED if dropped else ""), "via": r.via,
+            "problems": list(r.problems),
             "template_drops": list(r.template_drops), "reconstructs": r.reconstructs,
             "reconstruct_diff": _clip(r.reconstruct_diff), "generated": _clip(r.generated)}
 

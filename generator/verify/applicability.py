@@ -3,8 +3,9 @@
 An oracle that skips where the analysis says "no tools" or "no reasoning" cannot see the
 analysis miss them. These facts come from the template alone: renders of plain probe messages
 (does a call's name show up in the turn? do two calls? does a message's reasoning?) and its
-source (does it write a marker named with the chat API's word for reasoning, or end its prompt
-with a line that names it?). The template's switches are turned on by name, from its source.
+source (does it write a marker named with the chat API's word for reasoning, end its prompt
+with a line that names it, or cut past answers at a closing marker, dropping what comes before
+it?). The template's switches are turned on by name, from its source.
 
 Example::
 
@@ -21,7 +22,7 @@ from typing import Any
 
 from analyzer import probes as P
 from analyzer.caps import ToolProbeForms, detect_stand_ins, thinking_controls, tool_call_messages
-from analyzer.errors import ChatAutoparserError
+from analyzer.errors import ChatAutoparserError, RenderLimitError
 from analyzer.load import LoadedTemplate
 from analyzer.markers import REASONING_WORDS, is_closing, markers_in, mentions, opening_for
 from analyzer.prober import Prober
@@ -41,7 +42,9 @@ class SourceFacts:
     renders_calls: bool      # a call's name (or id) shows up in the assistant turn
     renders_parallel: bool   # two calls' names do
     renders_reasoning: bool  # a message's reasoning shows up in a past or last turn
-    reasoning_marker: str | None  # a marker named for reasoning in the source, or the prompt's last line
+    # a marker named for reasoning in the source, the prompt's last line naming it, or a closing
+    # marker past answers are cut at
+    reasoning_marker: str | None
 
     @property
     def writes_reasoning(self) -> bool:
@@ -53,19 +56,18 @@ def _turn(out: str | None) -> str:
 
 
 def _renders_calls(prober: Prober, calls: list[tuple[str, dict, str]]) -> bool:
+    """Whether the turn shows each call's name or id more often than the same turn with the
+    calls renamed (a tool result may print the name of the call it answers)."""
+    others = [(P.FN_C, args, P.ID_C[:-1] + str(i)) for i, (_, args, _) in enumerate(calls)]
     for as_string in (False, True):
         for empty in (False, True):
-            msg = tool_call_messages(ToolProbeForms(as_string, True, empty), calls)
-            bare = {"role": "assistant", "content": "" if empty else None}
+            forms = ToolProbeForms(as_string, True, empty)
             results = [P.tool_result(call_id=cid, name=name) for name, _, cid in calls]
             for after in ([], results):  # some templates read the results along
-                turn = _turn(prober.render("applies:calls", [P.user(), msg, *after], tools=probe_tools(),
-                                           record=False))
-                # the turn without the calls: a result may name its call too
-                plain = _turn(prober.render("applies:calls", [P.user(), bare, *after], tools=probe_tools(),
-                                            record=False))
-                if turn and all(turn.count(name) + turn.count(cid) > plain.count(name) + plain.count(cid)
-                                for name, _, cid in calls):
+                turn, plain = (_turn(prober.render("applies:calls", [P.user(), tool_call_messages(forms, c), *after],
+                                                   tools=probe_tools(), record=False)) for c in (calls, others))
+                if turn and plain and all(turn.count(name) + turn.count(cid) > plain.count(name) + plain.count(cid)
+                                          for name, _, cid in calls):
                     return True
     return False
 
@@ -89,10 +91,10 @@ def _reasoning_messages(prober: Prober) -> list[dict[str, Any]]:
         return _turn(prober.render("applies:blocks", [P.user(), {"role": "assistant", **fields}],
                                    record=False)) == plain
 
-    answers = {kind.container: kind for kind in kinds if plain and like_plain(kind)}
+    answers = [kind for kind in kinds if plain and like_plain(kind)]
     for kind in kinds:  # beside an answer block: a container with none has nothing to tell apart
-        text = answers.get(kind.container)
-        if text is not None and kind.type != text.type and kind.type not in _MEDIA:
+        text = next((a for a in answers if a.container == kind.container), None)
+        if text is not None and kind not in answers and kind.type not in _MEDIA:
             shape = P.block_shape(kind, text)
             out.append({"role": "assistant", **P.reasoning_fields(shape, P.REASONING, P.CONTENT)})
     return out
@@ -138,8 +140,8 @@ def _reasoning_marker(prober: Prober, info: TemplateInfo | None) -> str | None:
     return None
 
 
-def _facts(template: LoadedTemplate) -> SourceFacts:
-    prober = Prober(template)
+def _facts(template: LoadedTemplate, engine: str) -> SourceFacts:
+    prober = Prober(template, engine=engine)
     detect_stand_ins(prober)  # custom variables a template cannot render without get empty values
     one = [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)]
     two = one + [(P.FN_B, {P.ARG_S: P.VAL_S}, P.ID_B)]
@@ -152,6 +154,8 @@ def _facts(template: LoadedTemplate) -> SourceFacts:
         return SourceFacts(renders_calls=calls, renders_parallel=calls and _renders_calls(prober, two),
                            renders_reasoning=_renders_reasoning(prober, info),
                            reasoning_marker=_reasoning_marker(prober, info))
+    except RenderLimitError:
+        raise  # out of time or memory: unknown, not "nothing applies" (and not cached)
     except ChatAutoparserError:  # the template cannot be rendered at all: nothing applies
         return SourceFacts(False, False, False, None)
 
@@ -160,12 +164,15 @@ _CACHE: dict[tuple, SourceFacts] = {}
 _CACHE_SIZE = 64
 
 
-def source_facts(template: LoadedTemplate) -> SourceFacts:
-    """What ``template`` writes, from its renders and source alone (see the module docstring)."""
+def source_facts(template: LoadedTemplate, engine: str = "jinja2") -> SourceFacts:
+    """What ``template`` writes, rendered by ``engine``, from its renders and source alone (see
+    the module docstring). Raises :class:`~analyzer.errors.RenderLimitError` when the renders
+    run out of time or memory."""
     key = (tuple(sorted(template.variants.items())), template.selected,
-           repr(sorted(template.special_tokens.items())))
+           repr(sorted(template.special_tokens.items())), engine)
     if key not in _CACHE:
+        facts = _facts(template, engine)
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = _facts(template)
+        _CACHE[key] = facts
     return _CACHE[key]

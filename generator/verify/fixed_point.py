@@ -200,7 +200,7 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
 
     caps, ts = analysis.caps, analysis.tool_call_structure
     # whether the scenario applies is the template's to say, not the analysis' (applicability.py)
-    facts = source_facts(template)
+    facts = source_facts(template, analysis.engine)
     uses_tools = "tool" in scenario or "arguments" in scenario
     if uses_tools and not facts.renders_calls:
         return FixedPoint(scenario, True, skipped="template does not render tool calls")
