@@ -261,9 +261,11 @@ def test_timeout_is_recorded_not_waited_for(tmp_path: Path) -> None:
 def test_readme_figures_are_the_reports() -> None:
     """The README's corpus paragraph is what tools/readme_figures.py writes from the kept
     summary: a hand edit, or a summary regenerated without the README, fails."""
-    from tools.readme_figures import README, SUMMARY, block_of, figures_markdown
+    from tools.readme_figures import DEVIATIONS, README, SUMMARY, block_of, deviations_markdown, figures_markdown
     summary = json.loads(SUMMARY.read_text(encoding="utf-8"))
-    assert block_of(README.read_text(encoding="utf-8")) == figures_markdown(summary)
+    readme = README.read_text(encoding="utf-8")
+    assert block_of(readme) == figures_markdown(summary)
+    assert block_of(readme, DEVIATIONS) == deviations_markdown(summary)
 
 
 def test_readme_summary_is_the_baselines() -> None:
@@ -282,4 +284,5 @@ def test_readme_summary_is_the_baselines() -> None:
     def count(prefix: str) -> int:
         return sum(v == "pass" for c in baseline.values() for k, v in c.items() if k.startswith(prefix))
     assert summary["reconstructs"]["ok"] == count("reconstructs/")
+    assert sum(v["pass"] for v in summary["deviations"].values()) == count("deviation/")
     assert summary["grammar"]["accepts"] == count("grammar/accepts/")

@@ -1,7 +1,8 @@
 """The README's corpus figures, written from a template report instead of by hand.
 
 ``template-report --corpus --out report`` measures; this writes what it measured into the
-README between the ``<!-- report-figures -->`` and ``<!-- /report-figures -->`` lines and
+README between the ``<!-- report-figures -->`` and ``<!-- /report-figures -->`` lines (and the
+deviation suite's pass rate between ``<!-- deviation-figures -->`` lines), and
 keeps the summary it wrote them from in ``tests/report-summary.json``, so a test can tell a
 hand edit (or a stale figure) from the report's::
 
@@ -37,7 +38,7 @@ from typing import Any, Sequence
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 SUMMARY = REPO / "tests" / "report-summary.json"
-BEGIN, END = "<!-- report-figures -->", "<!-- /report-figures -->"
+DEVIATIONS = "deviation-figures"  # a second block: the deviation suite's pass rate
 # The scenarios in the order the README gives them (a wrapped line never starts with "+").
 NAMES = {"content": "content", "reasoning+content": "reasoning and content", "tool_call": "one tool call",
          "parallel_tool_calls": "parallel calls", "content+tool_calls": "content and calls",
@@ -45,7 +46,7 @@ NAMES = {"content": "content", "reasoning+content": "reasoning and content", "to
          "empty_arguments": "empty arguments"}
 # What the README shows of a report's summary (the rest changes with the machine or is detail).
 KEPT = ("templates", "analysed", "errors", "timeouts", "unchecked_tool_templates", "fixed_point", "reconstructs",
-        "grammar", "tool_templates")
+        "grammar", "tool_templates", "deviations")
 
 
 def figures_markdown(summary: dict[str, Any]) -> str:
@@ -67,6 +68,21 @@ def figures_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(textwrap.wrap(text, 100))
 
 
+def deviations_markdown(summary: dict[str, Any]) -> str:
+    """The README sentence on the deviation suite, from a report's per-perturbation counts.
+
+    >>> print(deviations_markdown({"deviations": {"a": {"pass": 3, "fail": 1}, "b": {"pass": 4, "fail": 0}}}))
+    Measured by the deviation checks of `template-report --corpus` (the perturbations of
+    `tests/test_deviations.py`, 2 kinds): 7 of 8 (template, perturbation) pairs pass (87.5 %).
+    """
+    d = summary["deviations"]
+    passed, failed = sum(v["pass"] for v in d.values()), sum(v["fail"] for v in d.values())
+    text = (f"Measured by the deviation checks of `template-report --corpus` (the perturbations of "
+            f"`tests/test_deviations.py`, {len(d)} kinds): {passed} of {passed + failed} (template, perturbation) "
+            f"pairs pass ({100 * passed / max(1, passed + failed):.1f} %).")
+    return "\n".join(textwrap.wrap(text, 100))
+
+
 def kept(summary: dict[str, Any]) -> dict[str, Any]:
     """The part of a summary the README is written from (with the count of templates whose
     analysis finds tool calls: every analysed one whose tool format is not none)."""
@@ -74,17 +90,23 @@ def kept(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: summary[k] for k in KEPT if k in summary} | {"tool_templates": tools}
 
 
-def replace_block(readme: str, block: str) -> str:
-    """``readme`` with the text between the figure markers replaced by ``block``."""
-    i, j = readme.find(BEGIN), readme.find(END)
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name} -->", f"<!-- /{name} -->"
+
+
+def replace_block(readme: str, block: str, name: str = "report-figures") -> str:
+    """``readme`` with the text between the ``name`` markers replaced by ``block``."""
+    begin, end = _markers(name)
+    i, j = readme.find(begin), readme.find(end)
     if i < 0 or j < i:
-        raise ValueError(f"README has no {BEGIN} ... {END} block")
-    return readme[:i + len(BEGIN)] + "\n" + block + "\n" + readme[j:]
+        raise ValueError(f"README has no {begin} ... {end} block")
+    return readme[:i + len(begin)] + "\n" + block + "\n" + readme[j:]
 
 
-def block_of(readme: str) -> str:
-    i, j = readme.find(BEGIN), readme.find(END)
-    return readme[i + len(BEGIN):j].strip("\n") if 0 <= i < j else ""
+def block_of(readme: str, name: str = "report-figures") -> str:
+    begin, end = _markers(name)
+    i, j = readme.find(begin), readme.find(end)
+    return readme[i + len(begin):j].strip("\n") if 0 <= i < j else ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -92,7 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("report", help="report.json written by template-report --out")
     args = ap.parse_args(argv)
     summary = kept(json.loads(Path(args.report).read_text(encoding="utf-8"))["summary"])
-    README.write_text(replace_block(README.read_text(encoding="utf-8"), figures_markdown(summary)), encoding="utf-8")
+    readme = replace_block(README.read_text(encoding="utf-8"), figures_markdown(summary))
+    README.write_text(replace_block(readme, deviations_markdown(summary), DEVIATIONS), encoding="utf-8")
     SUMMARY.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote the figures into {README.name} and {SUMMARY.relative_to(REPO)}")
     return 0
