@@ -31,7 +31,7 @@ from .markers import (CONTENT_WORDS, REASONING_WORDS, closing_for, is_closing, i
                       pairs, tokenize)
 from .prober import Prober
 from .structures import Caps, ReasoningMode
-from .template_info import TemplateInfo, content_block_kinds
+from .template_info import BlockKind, TemplateInfo, content_block_kinds
 from .turns import SettingRender, Turns, assistant_region
 
 
@@ -110,20 +110,20 @@ def _conversation(ctx: str, fields: dict[str, Any], caps: Caps
 
 def _shapes_to_try(prober: Prober) -> list[tuple[str, dict[str, Any]]]:
     """Where to put reasoning in a message: the top-level fields whose names the template
-    mentions at all (cheap filter), then the content blocks it writes (:func:`_block_shapes`)."""
+    mentions at all (cheap filter), then the content blocks it writes (:func:`block_shapes`)."""
     source = prober.template.source
     words = {"reasoning_content": ("reasoning_content", "thinking", "reasoning"), "reasoning": ("reasoning",)}
     shapes = [(name, P.reasoning_fields(name, P.REASONING, P.CONTENT)) for name in P.REASONING_FIELDS
               if any(w in source for w in words[name])]
-    return shapes + _block_shapes(prober)
+    return shapes + [(name, fields) for _, name, fields in block_shapes(prober)]
 
 
-def _block_shapes(prober: Prober) -> list[tuple[str, dict[str, Any]]]:
+def block_shapes(prober: Prober) -> list[tuple[BlockKind, str, dict[str, Any]]]:
     """Content-block shapes that may carry reasoning, from the block kinds the template tests
-    for. In each container, the kinds whose block renders exactly as plain string content are
-    answers (the first carries the answer); every other kind is tried for the reasoning,
-    followed by an answer block (a container with no answer kind has nothing to set reasoning
-    apart from)."""
+    for, as (the reasoning block's kind, the shape's name, the message fields). In each
+    container, the kinds whose block renders exactly as plain string content are answers (the
+    first carries the answer); every other kind is tried for the reasoning, followed by an answer
+    block (a container with no answer kind has nothing to set reasoning apart from)."""
     try:
         kinds = content_block_kinds(prober.template.source)
     except Exception:  # noqa: BLE001 - a template jinja2 cannot parse has no kinds to read
@@ -139,13 +139,11 @@ def _block_shapes(prober: Prober) -> list[tuple[str, dict[str, Any]]]:
         f"content_blocks[{k.type}]", turn(P.reasoning_fields(P.block_shape(k, None), P.CONTENT)["content"]),
         record=False) == plain]
     shapes = []
-    for container in dict.fromkeys(k.container for k in kinds):
-        group = [k for k in kinds if k.container == container]
-        text = next((k for k in answers if k.container == container), None)
-        for k in group:
-            if text is not None and k not in answers:
-                name = P.block_shape(k, text)
-                shapes.append((name, P.reasoning_fields(name, P.REASONING, P.CONTENT)))
+    for k in kinds:
+        text = next((a for a in answers if a.container == k.container), None)
+        if text is not None and k not in answers:
+            name = P.block_shape(k, text)
+            shapes.append((k, name, P.reasoning_fields(name, P.REASONING, P.CONTENT)))
     return shapes
 
 
@@ -331,9 +329,9 @@ def _from_adjacent(prober: Prober, turns: Turns) -> Reasoning | None:
     return Reasoning(start=start, end=end, source="adjacent_pair", settings_with_markers=tuple(names))
 
 
-def _literal_candidates(info: TemplateInfo | None) -> list[tuple[str, str]]:
+def closer_candidates(info: TemplateInfo | None) -> list[tuple[str, str]]:
     """Closing markers written as literals in the template source, with their openers (whether
-    one closes reasoning is for the render to tell: :func:`_content_split`), the first
+    one closes reasoning is for the render to tell: :func:`content_split`), the first
     :data:`MAX_CLOSERS` in source order (each costs a render; the corpus has at most 18)."""
     if info is None:
         return []
@@ -352,7 +350,7 @@ def _literal_candidates(info: TemplateInfo | None) -> list[tuple[str, str]]:
 MAX_CLOSERS = 64
 
 
-def _content_split(prober: Prober, start: str, end: str) -> str:
+def content_split(prober: Prober, start: str, end: str) -> str:
     """How a past turn whose content embeds ``start R end C`` renders: "stripped" when the
     template removes the reasoning, "kept" when it keeps it, "" when it cannot tell.
     (The turn is followed by another assistant turn: some templates keep the last one.)"""
@@ -390,10 +388,10 @@ def detect_reasoning(prober: Prober, caps: Caps, turns: Turns, info: TemplateInf
     for method in (_from_toggle, _from_prompt_end):
         found = method(turns)
         if found is not None:
-            split = _content_split(prober, found.start.strip(), found.end.strip())
+            split = content_split(prober, found.start.strip(), found.end.strip())
             return replace(found, kept="none" if split == "stripped" else found.kept)
-    for start, end in _literal_candidates(info):
-        if _content_split(prober, start, end) == "stripped":
+    for start, end in closer_candidates(info):
+        if content_split(prober, start, end) == "stripped":
             return Reasoning(start=start, end=end, source="content_split", kept="none")
     return _from_adjacent(prober, turns) or _from_instructed_answer(turns, info)
 

@@ -886,9 +886,8 @@ def _content_and_reasoning(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:
     # reasoning on a tool-call turn, written the way this template takes reasoning
     r = c.reasoning if isinstance(c.reasoning, Reasoning) else None
     shape = P.reasoning_fields(r.field if r and r.field else "reasoning_content", P.REASONING, "")
-    fields = {k: v for k, v in shape.items() if k != "content"}
-    if "content" in shape and not isinstance(shape["content"], str):
-        fields["content"] = shape["content"]  # content blocks carry the reasoning
+    # the reasoning's own fields (content blocks carry the reasoning; a plain content is the call's)
+    fields = {k: v for k, v in shape.items() if k != "content" or not isinstance(v, str)}
     msg = tool_call_messages(c.forms, PROBES["one"], **fields)
     kwargs = dict(r.probe_kwargs) if r else {}
     out = c.prober.render("tools[reasoning+calls]", [P.user(), msg], tools=probe_tools(), **kwargs)

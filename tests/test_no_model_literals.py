@@ -202,13 +202,12 @@ def _has_run(runs: list[str], name: list[str]) -> bool:
 # --------------------------------------------------------------------------- the corpus side
 
 @lru_cache(maxsize=2)
-def _corpus_facts(entries: tuple[CorpusEntry, ...]) -> tuple[dict[str, set[str]], dict[str, str], dict[str, str]]:
-    """(every marker in the templates' literals with the families writing it, the literal text of each template, the literal
-    text of each family's templates). Literals are joined as the source orders them:
-    ``"to=" }}{{ "functions."`` writes one fragment."""
+def _corpus_facts(entries: tuple[CorpusEntry, ...]) -> tuple[dict[str, set[str]], dict[str, str]]:
+    """(every marker in the templates' literals with the families writing it, the literal text
+    of each template). Literals are joined as the source orders them: ``"to=" }}{{ "functions."``
+    writes one fragment."""
     markers: dict[str, set[str]] = {}
     per_template: dict[str, str] = {}
-    texts: dict[str, list[str]] = {}
     for entry in entries:
         try:
             literals = template_info(entry.path.read_text(encoding="utf-8")).literals
@@ -218,8 +217,7 @@ def _corpus_facts(entries: tuple[CorpusEntry, ...]) -> tuple[dict[str, set[str]]
             for m in markers_in(lit):
                 markers.setdefault(m, set()).add(entry.family.lower())
         per_template[entry.name] = "".join(literals)
-        texts.setdefault(entry.family.lower(), []).append("".join(literals))
-    return markers, per_template, {family: "\x00".join(lits) for family, lits in texts.items()}
+    return markers, per_template
 
 
 def _templates_writing(fragment: str, templates: dict[str, str]) -> list[str]:
@@ -291,11 +289,11 @@ def find_family_words(markers: dict[str, set[str]], root: Path = REPO) -> list[s
 
 
 @pytest.fixture(scope="module")
-def facts(corpus: list[CorpusEntry]) -> tuple[dict[str, set[str]], dict[str, str], dict[str, str]]:
-    markers, templates, texts = _corpus_facts(tuple(corpus))
+def facts(corpus: list[CorpusEntry]) -> tuple[dict[str, set[str]], dict[str, str]]:
+    markers, templates = _corpus_facts(tuple(corpus))
     assert len(markers) > 200, "corpus markers were not collected"
-    assert len(templates) > 600 and len(texts) > 50, "template texts were not collected"
-    return markers, templates, texts
+    assert len(templates) > 600, "template texts were not collected"
+    return markers, templates
 
 
 def test_no_corpus_marker_in_code(facts):
@@ -330,7 +328,7 @@ def test_no_family_word_list_in_code(facts):
 def test_checks_see_hidden_literals(tmp_path: Path, corpus: list[CorpusEntry]):
     """Escaped, concatenated and short literals, family names inside identifiers, one family's
     fragment, block type and word: each check finds the kind its name promises."""
-    markers, templates, _ = _corpus_facts(tuple(corpus))
+    markers, templates = _corpus_facts(tuple(corpus))
     gen = tmp_path / "generator"
     gen.mkdir()
     (gen / "bad.py").write_text(

@@ -24,15 +24,15 @@ from analyzer import probes as P
 from analyzer.caps import ToolProbeForms, detect_stand_ins, thinking_controls, tool_call_messages
 from analyzer.errors import ChatAutoparserError, RenderLimitError
 from analyzer.load import LoadedTemplate
-from analyzer.markers import REASONING_WORDS, is_closing, markers_in, mentions, opening_for
+from analyzer.markers import REASONING_WORDS, markers_in, mentions
+from analyzer.reasoning import block_shapes, closer_candidates, content_split
 from analyzer.prober import Prober
-from analyzer.template_info import BlockKind, TemplateInfo, content_block_kinds, template_info
+from analyzer.template_info import TemplateInfo, template_info
 from analyzer.tools import probe_tools
 
 # Where a message's reasoning travels in the chat API; the template's own switches (variables
 # named for thinking, read from its source) are turned on, one at a time.
-_REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
-_MAX_CLOSERS = 64
+_REASONING_FIELDS = (*P.REASONING_FIELDS, "thinking")
 # The chat API's media blocks: they carry a file, not text the model wrote.
 _MEDIA = frozenset({"image", "image_url", "video", "audio", "input_audio", "file"})
 
@@ -78,26 +78,10 @@ def _settings(info: TemplateInfo | None) -> list[dict[str, Any]]:
 
 def _reasoning_messages(prober: Prober) -> list[dict[str, Any]]:
     """Assistant messages carrying the probe reasoning every way the API or the template's own
-    content blocks can (a block kind that renders like plain content is the answer's, not one)."""
+    content blocks can (the analysis' reading of the blocks, media blocks left out)."""
     out = [{"role": "assistant", "content": P.CONTENT, field: P.REASONING} for field in _REASONING_FIELDS]
-    try:
-        kinds = content_block_kinds(prober.template.source)
-    except Exception:  # noqa: BLE001 - jinja2 cannot parse it (minijinja renders it): no blocks to read
-        kinds = ()
-    plain = _turn(prober.render("applies:blocks", [P.user(), P.assistant(P.CONTENT)], record=False))
-
-    def like_plain(kind: BlockKind) -> bool:
-        fields = P.reasoning_fields(P.block_shape(kind, None), P.CONTENT)
-        return _turn(prober.render("applies:blocks", [P.user(), {"role": "assistant", **fields}],
-                                   record=False)) == plain
-
-    answers = [kind for kind in kinds if plain and like_plain(kind)]
-    for kind in kinds:  # beside an answer block: a container with none has nothing to tell apart
-        text = next((a for a in answers if a.container == kind.container), None)
-        if text is not None and kind not in answers and kind.type not in _MEDIA:
-            shape = P.block_shape(kind, text)
-            out.append({"role": "assistant", **P.reasoning_fields(shape, P.REASONING, P.CONTENT)})
-    return out
+    return out + [{"role": "assistant", **fields} for kind, _, fields in block_shapes(prober)
+                  if kind.type not in _MEDIA]
 
 
 def _renders_reasoning(prober: Prober, info: TemplateInfo | None) -> bool:
@@ -129,15 +113,8 @@ def _reasoning_marker(prober: Prober, info: TemplateInfo | None) -> str | None:
         if mentions(last, REASONING_WORDS):
             return last
     # a closing marker the template cuts past answers at, dropping what stands before it
-    closers = list(dict.fromkeys(m for lit in literals for m in markers_in(lit) if is_closing(m)))
-    for closer in closers[:_MAX_CLOSERS]:  # a render each (the corpus has at most 18)
-        opener = opening_for(closer) or ""
-        answer = P.assistant(f"{opener}{P.REASONING}{closer}{P.CONTENT}")
-        out = prober.render("applies:cut", [P.user(), answer, P.user(P.USER2), P.assistant(P.CONTENT2)],
-                            record=False)
-        if out is not None and P.CONTENT in out and P.REASONING not in out:
-            return closer
-    return None
+    return next((closer for opener, closer in closer_candidates(info) if content_split(prober, opener, closer)
+                 == "stripped"), None)
 
 
 def _facts(template: LoadedTemplate, engine: str) -> SourceFacts:
