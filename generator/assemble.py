@@ -183,6 +183,10 @@ class Assembler:
     def __init__(self, ts: ToolCallStructure, tools: Mapping[str, Mapping[str, Any]] | None,
                  id_factory: IdFactory | None = None, shape: CallShape | None = None) -> None:
         self.ts = ts
+        # the template's own separator between calls closes a section and opens the next: a
+        # second section is its form, not a deviation
+        start, end = ts.tool_section_start.strip(), ts.tool_section_end.strip()
+        self._section_per_call = bool(start) and "".join(ts.call_separator.split()) == "".join((end + start).split())
         self.tools = tools if type(tools) is dict else dict(tools or {})  # (read only)
         self.id_factory = id_factory or default_call_id
         self.text: dict[str, TextBuffer] = {"reasoning_content": TextBuffer(), "content": TextBuffer()}
@@ -259,7 +263,7 @@ class Assembler:
             elif kind == "deviation":  # a form the template does not write, read anyway (``strict`` refuses it)
                 self.deviations.append({"position": ev[1], "message": ev[2]})
             elif kind == "section":
-                if self._sections:
+                if self._sections and not self._section_per_call:
                     self.deviations.append({"position": ev[1], "message": "a second tool section"})
                 self._sections += 1
             elif kind == "error":

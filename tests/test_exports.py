@@ -21,6 +21,11 @@ AFTER_STOP = ("the rendered output goes on after the turn's stop marker (the tem
               "streaming closes content at the stop marker before the longer closer can match and reads the rest "
               "as content (a server stops at the stop marker)")
 
+SECTION_ABSORBS_PROMPT = ("the analysis takes the prompt's last marker ('[/INST]') for the start of the tool "
+                          "section, so the lazy grammar's trigger is a text the model never writes")
+ARGS_FIRST = ("the template's instructions put the arguments before the name: the grammar ties each tool's "
+              "arguments to its name only for the first call, and refuses a second call's arguments")
+
 KNOWN: dict[str, dict[str, str]] = {
     "llama.cpp/Reka-Edge.jinja": {
         "structural-tag": "the template writes arguments with \\uXXXX escapes; llguidance's JSON strings refuse them"},
@@ -69,6 +74,20 @@ KNOWN: dict[str, dict[str, str]] = {
         "hf": "parallel calls, each opened by its own '<function_call>' and closed by nothing: the json parser gets "
               "both objects as one region",
         "hf-stream": "the same as whole (hf)"},
+    "extra/Kwaipilot-HiPO-8B.jinja": {
+        "hf": "the generation prompt ends with a text of its own ('<judge>\\n') after the assistant header: the "
+              "response template's start anchor is the header, so transformers reads that text as content",
+        "hf-stream": "the same as whole (hf)"},
+    "extra/BAAI-BGE-VL-Screenshot.jinja": {
+        "hf": "the generation prompt ends with '<|endoftext|>' after the assistant header: the response template's "
+              "start anchor is the header, so transformers reads that token as content",
+        "hf-stream": "the same as whole (hf)"},
+    "extra/dphn-Dolphin-Mistral-24B-Venice-Edition.jinja": {
+        "gbnf": SECTION_ABSORBS_PROMPT, "lark": SECTION_ABSORBS_PROMPT,
+        "hf-stream": "parallel calls with no closer of their own: streaming, the json parser gets the next call "
+                     "with the arguments"},
+    "extra/tiiuae-Falcon-H1-0.5B-Instruct.jinja": {"gbnf": ARGS_FIRST, "lark": ARGS_FIRST},
+    "extra/tiiuae-Falcon-H1-7B-Instruct-axolotl.jinja": {"gbnf": ARGS_FIRST, "lark": ARGS_FIRST},
     "extra/tencent-Hy-Embodied-RxBrain-1.0.jinja": {
         "hf": "the template wraps content in <answer> only in turns without calls; the response template reads "
               "content only inside the wrapper, so content before calls is dropped",

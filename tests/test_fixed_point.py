@@ -5,8 +5,9 @@ parsed back and must equal the message (modulo what the template itself drops, w
 harness reports), and rendering the parsed message must give the raw render again
 (reconstructability, a string-level look at prefix-cache safety).
 
-``KNOWN`` lists the (template, scenario) pairs that fail today, each with the reason. The list
-is exact: a new failure fails the test, and so does a listed pair that now passes (take it off).
+``KNOWN`` lists the (template, scenario) pairs that fail today, each with the reason and the
+failure it excuses (a text its problems must contain). The list is exact: a new failure fails the
+test, and so do a listed pair that now passes (take it off) and one that fails otherwise.
 """
 
 from __future__ import annotations
@@ -16,53 +17,84 @@ import pytest
 from generator.verify.fixed_point import SCENARIOS
 
 UNESCAPED = "the template writes string arguments in double quotes without escaping the quotes inside them"
+JOINED = "the template joins keyword arguments without commas (city=\"Paris\"days=3): the output is ambiguous"
 THINK_FLAG = ("thinking is switched by /think and /no_think inside the system message, not by a template "
               "variable; with thinking on, the template writes a past answer inside an unclosed <think> "
               "block, so the answer reads back as reasoning")
 
-KNOWN: dict[str, dict[str, str]] = {
-    "llama.cpp/CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": dict.fromkeys(
-        ("content", "reasoning+content", "reasoning+tool_calls"),
+def _known(reason: str, failure: str, *scenarios: str) -> dict[str, tuple[str, str]]:
+    """Scenarios excused by ``reason`` that must fail with ``failure`` in their problems."""
+    return {s: (reason, failure) for s in scenarios}
+
+
+SECTION_ABSORBS_PROMPT = ("the analysis takes the prompt's last marker for the start of the tool section "
+                          "(the template writes no assistant header before a call, or moves the system "
+                          "prompt and tools before the last user message), so a call written after the "
+                          "generation prompt is not read (seen once the turn was spliced onto the prompt)")
+
+KNOWN: dict[str, dict[str, tuple[str, str]]] = {
+    "llama.cpp/CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": _known(
         "the template writes an assistant header after every conversation, whatever add_generation_prompt "
         "says, and a shorter one (no empty thinking block) with thinking on: the rendered turn ends with that "
         "header, which the analysis (learning the end of the turn under the default setting) reads as content; "
-        "with thinking on, the reasoning opener the template writes is taken for the prompt's"),
-    "extra/microsoft-OptiMind-SFT.jinja": {
-        "content+tool_calls": "with thinking off the template writes content before a call on the analysis "
-                              "channel (`<|channel|>analysis<|message|>...<|end|>`), which the parser built "
-                              "for that setting does not expect; the whole output is read as reasoning. "
-                              "Seen once the probe tools carried parameter descriptions, which this "
-                              "template prints unguarded (before, the scenario rendered nothing)"},
-    "extra/Motif-Technologies-Motif-3-Beta.jinja": {
-        "empty_arguments": "the template writes empty arguments as nothing ('\"arguments\": }'), which is not JSON "
-                           "(checked on the history's turn spliced onto the prompt)"},
-    "llama.cpp/MiniMax-M3.jinja": {
-        "tricky_arguments": "nested object and array values are written as nested tagged units; the "
-                            "analysis reads one level of units (our limitation)"},
-    "llama.cpp/NVIDIA-Nemotron-Nano-v2.jinja": dict.fromkeys(
-        ("content", "reasoning+content", "content+tool_calls"), THINK_FLAG),
-    "extra/nvidia-NVIDIA-Nemotron-Nano-12B-v2.jinja": dict.fromkeys(
-        ("content", "reasoning+content", "content+tool_calls"), THINK_FLAG),
-    "extra/nvidia-NVIDIA-Nemotron-Nano-9B-v2-Japanese.jinja": {"reasoning+content": THINK_FLAG},
-    "extra/google-gemma-3-27b-it-vllm_tool_gemma3_pythonic.jinja": dict.fromkeys(
-        ("tool_call", "parallel_tool_calls", "content+tool_calls", "tricky_arguments"),
-        "the template joins keyword arguments without commas (city=\"Paris\"days=3): the output is ambiguous"),
-    "extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-vllm_tool_llama4_pythonic.jinja": {
-        "tricky_arguments": UNESCAPED},
-    "extra/LiquidAI-LFM2.5-VL-450M.jinja": {"tricky_arguments": UNESCAPED},
+        "with thinking on, the reasoning opener the template writes is taken for the prompt's",
+        "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>'", "content", "reasoning+content", "reasoning+tool_calls"),
+    "extra/microsoft-OptiMind-SFT.jinja": _known(
+        "with thinking off the template writes content before a call on the analysis channel "
+        "(`<|channel|>analysis<|message|>...<|end|>`), which the parser built for that setting does not expect; "
+        "the whole output is read as reasoning. Seen once the probe tools carried parameter descriptions, "
+        "which this template prints unguarded (before, the scenario rendered nothing)",
+        "unexpected reasoning 'The answer is 42.<|end|>", "content+tool_calls"),
+    "extra/Motif-Technologies-Motif-3-Beta.jinja": _known(
+        "the template writes empty arguments as nothing ('\"arguments\": }'), which is not JSON (checked on the "
+        "history's turn spliced onto the prompt)", "parse error: invalid JSON (kept as raw text)", "empty_arguments"),
+    "llama.cpp/MiniMax-M3.jinja": _known(
+        "nested object and array values are written as nested tagged units; the analysis reads one level of "
+        "units (our limitation)", "parameter 'item' of 'search_docs' written twice", "tricky_arguments"),
+    "llama.cpp/NVIDIA-Nemotron-Nano-v2.jinja": {
+        **_known(THINK_FLAG, "does not reconstruct the render", "content"),
+        **_known(THINK_FLAG, "content None != 'The answer is 42.'", "reasoning+content"),
+        **_known(THINK_FLAG, "content '<SPECIAL_11>Assistant\\n' != 'The answer is 42.'", "content+tool_calls")},
+    "extra/nvidia-NVIDIA-Nemotron-Nano-12B-v2.jinja": {
+        **_known(THINK_FLAG, "does not reconstruct the render", "content", "content+tool_calls"),
+        **_known(THINK_FLAG, "content None != 'The answer is 42.'", "reasoning+content")},
+    "extra/nvidia-NVIDIA-Nemotron-Nano-9B-v2-Japanese.jinja": _known(
+        THINK_FLAG, "content None != 'The answer is 42.'", "reasoning+content"),
+    "extra/google-gemma-3-27b-it-vllm_tool_gemma3_pythonic.jinja": {
+        **_known(JOINED, "'days': '3metric=true'", "tool_call", "parallel_tool_calls", "content+tool_calls"),
+        **_known(JOINED, "'limit': '-7tags=", "tricky_arguments")},
+    "extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-vllm_tool_llama4_pythonic.jinja": _known(
+        UNESCAPED, "arguments {'query': 'Zürich '}", "tricky_arguments"),
+    "extra/LiquidAI-LFM2.5-VL-450M.jinja": _known(UNESCAPED, "arguments {'query': 'Zürich '}", "tricky_arguments"),
     "extra/muse-glimmer-vllm_tool_muse_glimmer.jinja": {
-        "reasoning+tool_calls": "the template writes reasoning on a tool-call turn as a message addressed "
-                                "to 'self' in the channel header, which the analysis does not model"},
-    "extra/Featherless-Chat-Models-llama2-13b-chat-hf.jinja": {
-        "content": "the template prints a fragment of its own code (\" == 'user') \") before an answer"},
-    "extra/internlm-Intern-S1-mini.jinja": dict.fromkeys(
-        ("content", "content+tool_calls"),
+        **_known("the template writes reasoning on a tool-call turn as a message addressed to 'self' in the "
+                 "channel header, which the analysis does not model",
+                 "unexpected content '<|message|>First, think it through.<|start|>assistant'", "reasoning+tool_calls"),
+        **_known("the analysis takes the system block for the generation prompt and the assistant header with "
+                 "its 'to=user' recipient for the content's opener, so an answer written after the real "
+                 "generation prompt keeps '<|message|>' (seen once the turn was spliced onto the prompt)",
+                 "content '<|message|>", "content", "reasoning+content")},
+    "extra/Featherless-Chat-Models-llama2-13b-chat-hf.jinja": _known(
+        "the template prints a fragment of its own code (\" == 'user') \") before an answer",
+        "content \" == 'user') The answer is 42.\"", "content"),
+    "extra/internlm-Intern-S1-mini.jinja": _known(
         "the forced-open prompt ends at '<think>' while the template writes an empty block as "
-        "'<think>\\n\\n</think>': the newline it writes after '<think>' reads back as reasoning"),
-    "extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-axolotl.jinja": {
-        "content+tool_calls": "with content, the template wraps the answer in <|python_start|>...<|python_end|> "
-                              "and writes the call as bare JSON with 'parameters': a form the analysis, "
-                              "which learns calls from turns without content, does not know"},
+        "'<think>\\n\\n</think>': the newline it writes after '<think>' reads back as reasoning",
+        "unexpected reasoning '\\n'", "content", "content+tool_calls"),
+    "extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-axolotl.jinja": _known(
+        "with content, the template wraps the answer in <|python_start|>...<|python_end|> and writes the call "
+        "as bare JSON with 'parameters': a form the analysis, which learns calls from turns without content, "
+        "does not know", "content '<|python_start|>The answer is 42.<|python_end|>", "content+tool_calls"),
+    "extra/ibm-granite-granite-guardian-3.3-8b.jinja": _known(
+        "a judge template: it writes a judge protocol naming the last speaker after the conversation, so the "
+        "spliced turn carries the protocol for an assistant where the prompt has it for a user",
+        "content \"The answer is 42.<|start_of_role|>judge_protocol<|end_of_role|>", "content", "reasoning+content"),
+    "extra/mistralai-Mistral-7B-Instruct-v0.3-vllm_tool_mistral_parallel.jinja": _known(
+        SECTION_ABSORBS_PROMPT, "tool calls parsed, ", "tool_call", "parallel_tool_calls", "content+tool_calls",
+        "tricky_arguments", "empty_arguments"),
+    "extra/tiiuae-Falcon-H1-Tiny-Tool-Calling-90M.jinja": _known(
+        SECTION_ABSORBS_PROMPT, "0 tool calls parsed", "tool_call", "parallel_tool_calls", "tricky_arguments",
+        "empty_arguments"),
 }
 
 
@@ -87,8 +119,11 @@ def test_fixed_point(corpus_entry, fixed_points):
     known = KNOWN.get(corpus_entry.name, {})
     new = {s: why for s, why in failures.items() if s not in known}
     fixed_now = sorted(s for s in known if s not in failures)
+    otherwise = {s: failures[s] for s, (_, failure) in known.items() if s in failures and failure not in failures[s]}
     assert not new, f"{corpus_entry.name}: " + "\n".join(f"{s}: {why}" for s, why in new.items())
     assert not fixed_now, f"{corpus_entry.name}: {fixed_now} pass now: take them off KNOWN"
+    assert not otherwise, f"{corpus_entry.name}: fails otherwise than KNOWN says: " + "\n".join(
+        f"{s}: {why} (KNOWN: {known[s][1]!r})" for s, why in otherwise.items())
 
 
 def test_known_entries_are_corpus_templates(corpus):
@@ -253,11 +288,37 @@ def chatml_think():
     ("<think>\n", "\n<think>\nhm\n</think>\nHi<|im_end|>\n", False, "\nhm\n</think>\nHi<|im_end|>\n"),
     # the history writes reasoning inside the block the prompt closes: nothing to splice
     ("<think>\n\n</think>\n\n", "<think>\nhm\n</think>\n\nHi<|im_end|>\n", True, None),
-    # anything else the prompt adds (a header, a flag) is not spliced
-    ("<|start|>assistant\n", "<|im_start|>assistant\nHi<|im_end|>\n", False, None),
+    # a header the history writes otherwise: the turn after the longest tail of the prompt it writes
+    ("<|start|>assistant\n", "<|im_start|>assistant\nHi<|im_end|>\n", False, "Hi<|im_end|>\n"),
+    ("<|assistant|>\n", "<|startofturn|><|assistant|><tool_call>X</tool_call>", False, "<tool_call>X</tool_call>"),
+    # a system block or user-side flag the prompt places before the new turn, then a block it opens
+    ("[SYS]be brief[/SYS]Hi[/INST]", "Hi[/INST][CALLS]X</s>", False, "[CALLS]X</s>"),
+    # ... but not a flag the turn never writes, outside the analysis' generation prompt
     ("/no_think <think>\n", "Hi<|im_end|>\n", False, None),
+    ("/think ASSISTANT:<think>\n", "ASSISTANT:Hi<|im_end|>\n", True, "First, think it through.\n</think>\nHi<|im_end|>\n"),
+    # an end marker alone that the history writes after its own header: the model goes on after it
+    ("<|A|>  </think>", "  <|A|></think>   <|calls|>X", False, "   <|calls|>X"),
+    # a header the history never writes, and a message written inside another turn: no splice
+    ("<judge>\n", "<tool_call>X</tool_call><|im_end|>\n", False, None),
+    ("<|im_end|>\n<|im_start|>assistant\n", "[assistant]: Hi\n<|im_end|>\n", False, None),
+    # an empty turn: nothing to splice
+    ("<|start|>assistant\n", "  \n", False, None),
 ])
 def test_spliced_text(chatml_think, prompt_tail, turn, reasoning, want):
     from generator.verify.fixed_point import spliced_text
     head = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
     assert spliced_text(chatml_think, head + prompt_tail, head + turn, reasoning) == want
+
+
+def test_spliced_text_after_the_generation_prompts_own_text(chatml_think):
+    """Text the analysis' generation prompt adds after the header the history writes too (a
+    forced opener the model goes on from): the turn right after it, inside reasoning when the
+    setting opens it without a marker."""
+    import dataclasses
+    from generator.verify.fixed_point import REASONING, spliced_text
+    head = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    judged = dataclasses.replace(chatml_think, generation_prompt="<|im_start|>assistant\n<judge>\n")
+    assert spliced_text(judged, head + "<judge>\n", head + "<tool_call>X</tool_call>", False) == "<tool_call>X</tool_call>"
+    steps = dataclasses.replace(chatml_think, generation_prompt="<|im_start|>assistant\nSteps:\n")
+    assert spliced_text(steps, head + "Steps:\n", head + "Hi", True, forced_open=True) == \
+        REASONING + chatml_think.content_structure.reasoning_end + "Hi"

@@ -63,6 +63,25 @@ def _grammar_cases(analysis, fixed: dict) -> list[tuple[Any, Any, str, str]]:
     return out
 
 
+ARGS_FIRST = ("the template's instructions put the arguments before the name ({\"arguments\": ..., \"name\": ...}): "
+              "the grammar ties each tool's arguments to a name it has not seen yet only for the first call")
+# (template, scenario) pairs whose output the grammar refuses today: the reason, and a text the
+# refusal must contain (a different refusal fails)
+KNOWN: dict[str, dict[str, tuple[str, str]]] = {
+    "extra/dphn-Dolphin-Mistral-24B-Venice-Edition.jinja": dict.fromkeys(
+        ("tool_call", "parallel_tool_calls", "content+tool_calls", "tricky_arguments"),
+        ("the analysis takes the prompt's last marker ('[/INST]') for the start of the tool section (the template "
+         "moves the system prompt and tools before the last user message), so the lazy grammar's trigger is a "
+         "text the model never writes", "no trigger fires before the tool calls")),
+    "extra/tiiuae-Falcon-H1-0.5B-Instruct.jinja": {
+        "parallel_tool_calls": (ARGS_FIRST, "llguidance refuses the text at character 135"),
+        "tricky_arguments": (ARGS_FIRST, "llguidance refuses the text")},
+    "extra/tiiuae-Falcon-H1-7B-Instruct-axolotl.jinja": {
+        "parallel_tool_calls": (ARGS_FIRST, "llguidance refuses the text at character 135"),
+        "tricky_arguments": (ARGS_FIRST, "llguidance refuses the text")},
+}
+
+
 def test_grammar_accepts_rendered_calls(corpus_entry, analyzed, fixed_points):
     fixed = fixed_points(corpus_entry.path)
     if not fixed:
@@ -70,12 +89,23 @@ def test_grammar_accepts_rendered_calls(corpus_entry, analyzed, fixed_points):
     cases = _grammar_cases(analyzed(corpus_entry.path), fixed)
     if not cases:
         pytest.skip("no tool-call output to check (the template renders no calls)")
+    refused = {}
     for params, checker, scenario, output in cases:
         assert params.grammar, f"{scenario}: tool calls render but no grammar is built"
         issues = check_gbnf(params.grammar)
         assert not issues, f"{scenario}: " + "; ".join(map(str, issues[:5]))
         status, note, text = grammar_verdict(checker, params, output, True, NAMES)
-        assert status == "pass", f"{scenario}: {note}\nfed: {text!r}"
+        if status != "pass":
+            refused[scenario] = f"{note}\nfed: {text!r}"
+    known = KNOWN.get(corpus_entry.name, {})
+    new = {s: why for s, why in refused.items() if s not in known or known[s][1] not in why}
+    assert not new, "\n".join(f"{s}: {why}" + (f" (KNOWN: {known[s][1]!r})" if s in known else "")
+                               for s, why in new.items())
+    assert set(known) <= set(refused), f"{sorted(set(known) - set(refused))} accepted now: take them off KNOWN"
+
+
+def test_known_grammar_entries_are_corpus_templates(corpus):
+    assert set(KNOWN) <= {e.name for e in corpus}
 
 
 def _render(loaded, analysis, enable: bool, calls: list[tuple[str, dict, str]], tools) -> str | None:

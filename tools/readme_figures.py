@@ -18,12 +18,13 @@ Example::
     ...                  "llguidance_compiled": 1, "accepts": 3, "accept_checked": 3}}
     >>> print(figures_markdown(s))  # doctest: +NORMALIZE_WHITESPACE
     Measured on the 2-template corpus: 2 templates analysed, 0 typed `AnalysisError`s, 0 timeouts.
-    Render → parse fixed point (pass / fail per scenario, of which spliced): content 2/0 (1) (the
-    rest do not apply to the template, or it drops the reasoning they would read back). 0 of the 1
-    templates whose analysis finds tool calls have no checked tool-call output (listed in the report
-    with the reason). Re-rendering the parsed message reproduces the template's own text in 2 of 2
-    cases. 1 distinct grammars (1 templates, 1 lazy): 1 pass our strict GBNF check, 1 compile in
-    llguidance, and llguidance accepts 3 of 3 rendered tool-call outputs.
+    Render → parse fixed point (pass / fail per scenario, of which spliced onto the prompt, and of which
+    the call its instructions spell): content 2/0 (1, 0) (the rest do not apply to the template, or it
+    drops the reasoning they would read back). 0 of the 1 templates whose analysis finds tool calls have
+    no checked tool-call output (listed in the report with the reason). Re-rendering the parsed message
+    reproduces the template's own text in 2 of 2 cases. 1 distinct grammars (1 templates, 1 lazy): 1
+    pass our strict GBNF check, 1 compile in llguidance, and llguidance accepts 3 of 3 rendered
+    tool-call outputs.
 """
 
 from __future__ import annotations
@@ -45,27 +46,36 @@ NAMES = {"content": "content", "reasoning+content": "reasoning and content", "to
          "reasoning+tool_calls": "reasoning and calls", "tricky_arguments": "tricky arguments",
          "empty_arguments": "empty arguments"}
 # What the README shows of a report's summary (the rest changes with the machine or is detail).
-KEPT = ("templates", "analysed", "errors", "timeouts", "unchecked_tool_templates", "fixed_point", "reconstructs",
+KEPT = ("templates", "analysed", "errors", "timeouts", "unchecked_tool_templates", "unchecked_reasoning_templates",
+        "fixed_point", "reconstructs",
         "grammar", "tool_templates", "deviations")
+
+
+def _reasoning(summary: dict[str, Any]) -> str:
+    """The templates that write reasoning with none of it checked (older summaries lack them)."""
+    if "unchecked_reasoning_templates" not in summary:
+        return ""
+    return (f"; {len(summary['unchecked_reasoning_templates'])} templates that write reasoning have no "
+            f"checked reasoning output (most drop it from every turn they render)")
 
 
 def figures_markdown(summary: dict[str, Any]) -> str:
     """The README paragraph for ``summary`` (a report's ``summary``), wrapped at 100 columns."""
     order = [n for n in NAMES if n in summary["fixed_point"]] + sorted(set(summary["fixed_point"]) - set(NAMES))
-    fixed = ", ".join(f"{NAMES.get(name, name)} {f['pass']}/{f['fail']} ({f['spliced']})"
+    fixed = ", ".join(f"{NAMES.get(name, name)} {f['pass']}/{f['fail']} ({f['spliced']}, {f.get('instructed', 0)})"
                       for name in order for f in [summary["fixed_point"][name]])
     g, r = summary["grammar"], summary["reconstructs"]
     text = (f"Measured on the {summary['templates']}-template corpus: {summary['analysed']} templates analysed, "
             f"{summary['errors']} typed `AnalysisError`s, {summary['timeouts']} timeouts. Render → parse fixed "
-            f"point (pass / fail per scenario, of which spliced): {fixed} (the rest do not apply to the "
+            f"point (pass / fail per scenario, of which spliced onto the prompt, and of which the call its instructions spell): {fixed} (the rest do not apply to the "
             f"template, or it drops the reasoning they would read back). {len(summary['unchecked_tool_templates'])} of the {summary['tool_templates']} templates "
             f"whose analysis finds tool calls have no checked tool-call output (listed in the report with the "
-            f"reason). Re-rendering the parsed message reproduces the template's own text in {r['ok']} of "
+            f"reason){_reasoning(summary)}. Re-rendering the parsed message reproduces the template's own text in {r['ok']} of "
             f"{r['checked']} cases. {g['grammars']} distinct grammars ({g['templates_with_grammar']} templates, "
             f"{g['lazy']} lazy): {g['gbnf_clean']} pass our strict GBNF check, {g['llguidance_compiled']} compile "
             f"in llguidance, and llguidance accepts {g['accepts']} of {g['accept_checked']} "
             f"rendered tool-call outputs.")
-    return "\n".join(textwrap.wrap(text, 100))
+    return "\n".join(textwrap.wrap(text, 100, break_on_hyphens=False))
 
 
 def deviations_markdown(summary: dict[str, Any]) -> str:

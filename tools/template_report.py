@@ -553,10 +553,13 @@ def summarize(templates: list[dict[str, Any]]) -> dict[str, Any]:
         statuses = [(t["scenarios"].get(s) or {}).get("status", "skip") for t in analysed]
         fp = [t["checks"][f"reconstructs/{s}"] for t in analysed]
         ga = [t["checks"][f"grammar/accepts/{s}"] for t in analysed]
-        spliced = [t for t in analysed if (t["scenarios"].get(s) or {}).get("via") == "splice"
-                   and t["scenarios"][s]["status"] in (PASS, FAIL)]
+        checked = [t["scenarios"][s]["via"] for t in analysed
+                   if (t["scenarios"].get(s) or {}).get("status") in (PASS, FAIL)]
+        spliced = [v for v in checked if v == "splice"]
+        instructed = [v for v in checked if v.startswith("instructions")]
         fixed[s] = {"pass": statuses.count("pass"), "fail": statuses.count("fail"), "skip": statuses.count("skip"),
-                    "error": statuses.count("error"), "spliced": len(spliced), "reconstructs": fp.count(PASS),
+                    "error": statuses.count("error"), "spliced": len(spliced), "instructed": len(instructed),
+                    "reconstructs": fp.count(PASS),
                     "reconstruct_checked": fp.count(PASS) + fp.count(FAIL),
                     "grammar_accepts": ga.count(PASS), "grammar_checked": ga.count(PASS) + ga.count(FAIL)}
     grammars = [g for t in analysed for g in (t.get("grammar") or {}).get("grammars", [])]
@@ -572,6 +575,7 @@ def summarize(templates: list[dict[str, Any]]) -> dict[str, Any]:
         "scenario_errors": sum(f["error"] for f in fixed.values()),
         "fixed_point": fixed,
         "unchecked_tool_templates": unchecked_tool_templates(analysed),
+        "unchecked_reasoning_templates": unchecked_reasoning_templates(analysed),
         "grammar": {
             "templates_with_grammar": len([t for t in analysed if t["checks"]["grammar/gbnf"] != NA]),
             "grammars": len(grammars), "lazy": len([g for g in grammars if g["lazy"]]),
@@ -612,6 +616,20 @@ def unchecked_tool_templates(analysed: list[dict[str, Any]]) -> dict[str, str]:
         if (t["analysis"] or {}).get("supports_tools") and tools and \
                 all(v.get("status") == "skip" for v in tools.values()):
             out[t["name"]] = next(iter(tools.values())).get("skipped", "")
+    return out
+
+
+def unchecked_reasoning_templates(analysed: list[dict[str, Any]]) -> dict[str, str]:
+    """Templates that write reasoning (by their renders and source, not their analysis) none of
+    whose reasoning scenarios was checked, each with the reason its first one gives."""
+    from generator.verify.fixed_point import NO_REASONING, NO_TOOLS
+    out = {}
+    for t in analysed:
+        runs = [v for k, v in t["scenarios"].items() if "reasoning" in k]
+        if any(v.get("skipped") == NO_REASONING for v in runs):
+            continue
+        if runs and all(v.get("status") == "skip" for v in runs):
+            out[t["name"]] = next((v.get("skipped", "") for v in runs if v.get("skipped") != NO_TOOLS), "")
     return out
 
 
@@ -759,7 +777,7 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]
     return out + [""]
 
 
-SCENARIO_HEADER = ("scenario", "pass", "fail", "error", "skipped", "pass rate", "spliced", "reconstructs",
+SCENARIO_HEADER = ("scenario", "pass", "fail", "error", "skipped", "pass rate", "spliced", "instructed", "reconstructs",
                    "grammar accepts")
 
 
@@ -770,6 +788,7 @@ def scenario_rows(summary: dict[str, Any]) -> list[list[str]]:
         applicable = f["pass"] + f["fail"] + f["error"]
         rows.append([name, str(f["pass"]), str(f["fail"]), str(f["error"]), str(f["skip"]),
                      f"{100 * f['pass'] / applicable:.1f}%" if applicable else "—", str(f.get("spliced", 0)),
+                     str(f.get("instructed", 0)),
                      _ratio(f["reconstructs"], f["reconstruct_checked"]),
                      _ratio(f["grammar_accepts"], f["grammar_checked"])])
     return rows
@@ -800,8 +819,9 @@ def render_markdown(report: dict[str, Any], cmp: Comparison | None = None) -> st
     if cmp is not None:
         lines += markdown_comparison(cmp)
     lines += ["## Render → parse fixed point", ""] + _md_table(SCENARIO_HEADER, scenario_rows(s))
-    lines += ["", "*spliced*: checked on the history's turn spliced onto the prompt past a reasoning block only the "
-              "prompt writes (no reconstruction).", ""]
+    lines += ["", "*spliced*: checked on the history's turn spliced onto the prompt past the header, flag or "
+              "reasoning block only the prompt writes (no reconstruction); *instructed*: the template renders no "
+              "calls, and the turn's text is the call its instructions spell.", ""]
     unchecked = s.get("unchecked_tool_templates", {})
     if unchecked:
         lines += [f"**Tool templates with no checked tool-call output: {len(unchecked)}**", ""]
@@ -981,7 +1001,7 @@ def template_details(t: dict[str, Any], cells: dict[str, str]) -> str:
     rows = []
     for name, s in t["scenarios"].items():
         g = s.get("grammar") or {}
-        rows.append([_h(name), _status(s["status"]) + (" <small>spliced</small>" if s.get("via") == "splice" else ""),
+        rows.append([_h(name), _status(s["status"]) + (f" <small>{_h(s['via'])}</small>" if s.get("via", "render") != "render" else ""),
                      _h(s.get("skipped", "")),
                      _status({True: PASS, False: FAIL}.get(s.get("reconstructs"), NA)),
                      _status(g.get("status", NA))

@@ -11,8 +11,8 @@ Example::
 
     >>> from analyzer import load_template
     >>> facts = source_facts(load_template("templates/chatml-think.jinja"))
-    >>> facts.renders_calls, facts.writes_reasoning
-    (True, True)
+    >>> facts.renders_calls, facts.writes_reasoning, facts.renders_tools
+    (True, True, True)
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from analyzer import probes as P
-from analyzer.caps import ToolProbeForms, detect_stand_ins, thinking_controls, tool_call_messages
+from analyzer.caps import ToolProbeForms, detect_content_format, detect_stand_ins, thinking_controls, tool_call_messages
 from analyzer.errors import ChatAutoparserError, RenderLimitError
 from analyzer.load import LoadedTemplate
 from analyzer.markers import REASONING_WORDS, markers_in, mentions
@@ -45,6 +45,7 @@ class SourceFacts:
     # a marker named for reasoning in the source, the prompt's last line naming it, or a closing
     # marker past answers are cut at
     reasoning_marker: str | None
+    renders_tools: bool = False  # the request's tools show up in the prompt
 
     @property
     def writes_reasoning(self) -> bool:
@@ -70,6 +71,15 @@ def _renders_calls(prober: Prober, calls: list[tuple[str, dict, str]]) -> bool:
                                           for name, _, cid in calls):
                     return True
     return False
+
+
+def _renders_tools(prober: Prober) -> bool:
+    """Whether the prompt shows the request's tools (each one's name, absent without them)."""
+    names = [t["function"]["name"] for t in probe_tools()]
+    plain = prober.render("applies:prompt", [P.user()], add_generation_prompt=True, record=False) or ""
+    shown = prober.render("applies:tools", [P.user()], tools=probe_tools(), add_generation_prompt=True,
+                          record=False) or ""
+    return all(shown.count(n) > plain.count(n) for n in names)
 
 
 def _settings(info: TemplateInfo | None) -> list[dict[str, Any]]:
@@ -119,6 +129,7 @@ def _reasoning_marker(prober: Prober, info: TemplateInfo | None) -> str | None:
 
 def _facts(template: LoadedTemplate, engine: str) -> SourceFacts:
     prober = Prober(template, engine=engine)
+    prober.content_format = detect_content_format(prober)  # (some templates read text parts only)
     detect_stand_ins(prober)  # custom variables a template cannot render without get empty values
     one = [(P.FN_A, {P.ARG_S: P.VAL_S}, P.ID_A)]
     two = one + [(P.FN_B, {P.ARG_S: P.VAL_S}, P.ID_B)]
@@ -130,7 +141,7 @@ def _facts(template: LoadedTemplate, engine: str) -> SourceFacts:
         calls = _renders_calls(prober, one)
         return SourceFacts(renders_calls=calls, renders_parallel=calls and _renders_calls(prober, two),
                            renders_reasoning=_renders_reasoning(prober, info),
-                           reasoning_marker=_reasoning_marker(prober, info))
+                           reasoning_marker=_reasoning_marker(prober, info), renders_tools=_renders_tools(prober))
     except RenderLimitError:
         raise  # out of time or memory: unknown, not "nothing applies" (and not cached)
     except ChatAutoparserError:  # the template cannot be rendered at all: nothing applies

@@ -23,9 +23,11 @@ from typing import Any
 
 from analyzer import probes as P
 from analyzer.caps import ToolProbeForms, tool_call_messages, tool_forms
-from analyzer.diff import common_prefix_len
+from analyzer.diff import common_prefix_len, diff
+from analyzer.formatter import format_tool_calls
+from analyzer.instructions import read_instructions
 from analyzer.load import LoadedTemplate
-from analyzer.markers import tokenize
+from analyzer.markers import is_marker, markers_in, tokenize
 from analyzer.prober import Prober
 from analyzer.structures import ReasoningMode, TemplateAnalysis
 
@@ -59,7 +61,12 @@ TRICKY = ("search_docs", {"query": 'Zürich "quoted"\nline two\t\\ <b>&</b> 日�
                           "limit": -7, "tags": ["a", "b"]}, "callC0003")
 
 CONTENT = "The answer is 42."
+QUESTION = "What is the weather in Paris?"
 REASONING = "First, think it through."
+
+# skips decided by the template's own renders and source (applicability.py)
+NO_TOOLS = "template renders neither tool calls nor tools"
+NO_REASONING = "template writes no reasoning"
 
 SCENARIOS = ("content", "reasoning+content", "tool_call", "parallel_tool_calls", "content+tool_calls",
              "reasoning+tool_calls", "tricky_arguments", "empty_arguments")
@@ -114,7 +121,7 @@ def turn_renders(prober: Prober, message: dict[str, Any], tools: Any,
                  kwargs: dict[str, Any]) -> tuple[str, str] | None:
     """(the prompt with the generation prompt, the conversation ending with ``message``), or
     None when the template refuses either."""
-    base = [P.user("What is the weather in Paris?")]
+    base = [P.user(QUESTION)]
     key = repr(sorted(kwargs.items()))
     prompt = prober.render(f"roundtrip:prompt{key}", base, tools=tools, add_generation_prompt=True, **kwargs)
     full = prober.render(f"roundtrip:message{key}", base + [message], tools=tools, **kwargs)
@@ -131,14 +138,20 @@ def generated_text(prober: Prober, message: dict[str, Any], tools: Any,
     return renders[0], renders[1][len(renders[0]):]
 
 
-def spliced_text(analysis: TemplateAnalysis, prompt: str, full: str, wants_reasoning: bool) -> str | None:
+def spliced_text(analysis: TemplateAnalysis, prompt: str, full: str, wants_reasoning: bool,
+                 forced_open: bool = False) -> str | None:
     """What a model writes after ``prompt`` when the render of the history (``full``) does not
-    continue it because the generation prompt opens or closes a reasoning block the history
-    leaves out (``<think>\\n`` or ``<think></think>`` after the assistant header, or other
-    whitespace): the history's turn from where the two part, after the block the prompt opened
-    is closed by the analysis' own end marker (with the scenario's reasoning inside). None when
-    the prompt adds anything else there (a header or a user-side flag the history writes
-    otherwise).
+    continue it: the history's turn from where its header ends, onto the prompt.
+
+    From where the two renders part, the prompt adds its own text (a header the history writes
+    otherwise, a system block or a user-side flag placed before the new turn, a reasoning block
+    the history leaves out) and the history writes its turn. The turn's body starts after the
+    longest tail of the prompt's text (a reasoning block at its very end aside) that the turn also
+    writes, or right where the two part when the turn writes none of it. A reasoning block the
+    prompt leaves open (``forced_open``: the setting starts the output inside reasoning without a
+    start marker) is closed by the analysis' own end marker, with the scenario's reasoning inside;
+    after a block the prompt closes, the model goes on with the turn. None when the turn is empty
+    or writes reasoning inside a block the prompt closed.
 
     Example::
 
@@ -146,6 +159,8 @@ def spliced_text(analysis: TemplateAnalysis, prompt: str, full: str, wants_reaso
         >>> a = analyze_template("templates/chatml-think.jinja")
         >>> spliced_text(a, "<|im_start|>assistant\\n<think>\\n", "<|im_start|>assistant\\nHi<|im_end|>\\n", False)
         '\\n</think>\\nHi<|im_end|>\\n'
+        >>> spliced_text(a, "<|im_start|>assistant\\n", "<|im_start|>model\\n<|im_start|>assistant\\nHi<|im_end|>\\n", False)
+        'Hi<|im_end|>\\n'
     """
     cs = analysis.content_structure
     start, end = cs.reasoning_start.strip(), cs.reasoning_end.strip()
@@ -156,19 +171,114 @@ def spliced_text(analysis: TemplateAnalysis, prompt: str, full: str, wants_reaso
             break
         at += len(tok)
     added, turn = prompt[at:], full[at:]
-    opened = start and added.rfind(start) > (added.rfind(end) if end else -1)
-    rest = added
-    for marker in (start, end):
-        rest = rest.replace(marker, "") if marker else rest
-    if rest.strip() or not turn.strip():
+    if not turn.strip():
         return None
-    if not opened:  # (the model goes on after the block the prompt closed: none of it in the history's turn)
-        return None if end and end in turn else turn
-    if turn.lstrip().startswith(start):  # the history writes the block itself: the model goes on inside it
-        return turn[turn.index(start) + len(start):]
-    if not end:
+    core, block = _reasoning_tail(added, start, end)
+    opened = block == "open" or (forced_open and block == "")
+    prompts = {analysis.generation_prompt, analysis.generation_prompt_thinking}
+    prompts |= {p for x in analysis.thinking_settings for p in (x.generation_prompt, x.tools_generation_prompt) if p}
+    turn = _after_header(core, turn, within_prompt=not core.strip() or any(p.endswith(core) for p in prompts))
+    if turn is None:
         return None
-    return (REASONING if wants_reasoning else "") + cs.reasoning_end + turn
+    turn = _without_closing_block(turn, prompt[_marker_run_start(prompt, at):])
+    if QUESTION in turn:  # the turn is written inside a restatement of the conversation (a judge's prompt)
+        return None
+    body = turn.lstrip()
+    if opened:
+        if start and body.startswith(start):  # the history writes the block itself: the model goes on inside it
+            return body[len(start):]
+        if not end:
+            return None
+        if end in body:  # the history writes the rest of the block (its reasoning, or none) and closes it
+            written = turn[:turn.index(end)]
+            if start and start in written:  # a whole block of its own after other text: no telling
+                return None
+            return (REASONING if wants_reasoning and REASONING not in written else "") + turn
+        return (REASONING if wants_reasoning else "") + cs.reasoning_end + turn
+    if block == "closed":  # the model goes on after the block the prompt closed
+        own = start and body.startswith(start)
+        if end and (own or body.startswith(end)) and end in body:  # the history writes one too
+            inner = body[len(start):body.index(end)] if own else ""
+            return None if inner.strip() else body[body.index(end) + len(end):]
+        if end and end in turn:  # reasoning inside a block the prompt closed empty
+            return None
+    return turn
+
+
+def _reasoning_tail(added: str, start: str, end: str) -> tuple[str, str]:
+    """``added`` without the reasoning block at its very end, and that block's state: "open"
+    (a start marker with no end after it), "closed" (an empty block, or an end marker alone), or
+    "" (none)."""
+    s = added.rfind(start) if start else -1
+    e = added.rfind(end) if end else -1
+    if s > e:
+        return added[:s], "open"
+    if e >= 0 and not added[e + len(end):].strip():
+        head = added[:e]
+        if start and head.rstrip().endswith(start):
+            head = head.rstrip()[:-len(start)]
+        elif start and s >= 0 and not head[s + len(start):].strip():
+            head = head[:s]
+        return head, "closed"
+    return added, ""
+
+
+# The shortest tail of the prompt's text that places the turn's header (two characters: one
+# letter or bracket alone places nothing).
+MIN_HEADER_TAIL = 2
+
+
+def _without_closing_block(turn: str, written_before: str) -> str:
+    """``turn`` without the longest tail that the prompt writes before the new turn and that
+    starts with a marker: a block the template writes at the end of the conversation (tool
+    instructions, say), after the last turn in the history and before the generation prompt in
+    the prompt, is not the model's."""
+    at = 0
+    for tok in tokenize(turn):
+        if is_marker(tok) and turn[at:].rstrip() in written_before:
+            return turn[:at]
+        at += len(tok)
+    return turn
+
+
+def _marker_run_start(text: str, at: int) -> int:
+    """Where the run of markers that ends at ``at`` starts (``at`` itself when none ends there):
+    the block the prompt writes before the new turn may start with markers the history also
+    writes after the last turn."""
+    start, pos = at, 0
+    for tok in tokenize(text[:at]):
+        pos += len(tok)
+        if not is_marker(tok) and not tok.isspace():
+            start = pos
+    return min(start, at)
+
+
+def _after_header(core: str, turn: str, within_prompt: bool) -> str | None:
+    """The turn after the longest token-aligned tail of ``core`` (trailing whitespace aside) that
+    it writes as whole tokens, with the whitespace ``core`` ends with taken off its start when it
+    starts with it. When it writes none: the whole turn if ``core`` lies within the analysis'
+    generation prompt (the history writes the header, the prompt adds text after it), else None
+    (the prompt opens a turn the history does not: the message is written inside another one)."""
+    stripped = core.rstrip()
+    ws = core[len(stripped):]
+    bounds, pos = {0}, 0
+    for tok in tokenize(turn):
+        pos += len(tok)
+        bounds.add(pos)
+    at = 0
+    for tok in tokenize(stripped):
+        tail = stripped[at:]
+        if len(tail.strip()) >= MIN_HEADER_TAIL:
+            i = turn.find(tail)
+            while i >= 0 and not (i in bounds and i + len(tail) in bounds):
+                i = turn.find(tail, i + 1)
+            if i >= 0:
+                rest = turn[i + len(tail):]
+                return rest[len(ws):] if ws and rest.startswith(ws) else rest
+        at += len(tok)
+    if not within_prompt:
+        return None
+    return turn[len(ws):] if ws and turn.startswith(ws) else turn
 
 
 def _settings_for(analysis: TemplateAnalysis, wants_reasoning: bool) -> list[tuple[bool, dict[str, Any]]]:
@@ -202,13 +312,14 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
     # whether the scenario applies is the template's to say, not the analysis' (applicability.py)
     facts = source_facts(template, analysis.engine)
     uses_tools = "tool" in scenario or "arguments" in scenario
-    if uses_tools and not facts.renders_calls:
-        return FixedPoint(scenario, True, skipped="template does not render tool calls")
-    if scenario == "parallel_tool_calls" and not facts.renders_parallel:
+    instructed = uses_tools and not facts.renders_calls
+    if instructed and not facts.renders_tools:
+        return FixedPoint(scenario, True, skipped=NO_TOOLS)
+    if scenario == "parallel_tool_calls" and facts.renders_calls and not facts.renders_parallel:
         return FixedPoint(scenario, True, skipped="template writes one call per turn")
     wants_reasoning = "reasoning" in scenario
     if wants_reasoning and not facts.writes_reasoning:
-        return FixedPoint(scenario, True, skipped="template writes no reasoning")
+        return FixedPoint(scenario, True, skipped=NO_REASONING)
     prober = prober or Prober(template, engine=analysis.engine)
     prober.content_format = caps.content_format
     for name in caps.stand_in_variables:  # custom variables the template cannot render without
@@ -220,24 +331,30 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
         for i, call in enumerate(message.get("tool_calls") or []):
             call["id"] = f"{call['function']['name']}:{i}"
     tools = RT_TOOLS if (uses_tools or caps.requires_tools) else None
-    cut, enable, via = None, True, "render"
+    written, unspelled = message, []
+    if instructed:  # the call the instructions spell, written as the turn's text
+        written, unspelled = instructed_message(prober, message)
+        if written is None:
+            return FixedPoint(scenario, True, skipped=unspelled[0])
+    cut, enable, via = None, True, "render" if not instructed else "instructions"
     settings = _settings_for(analysis, wants_reasoning)
     for enable, kwargs in settings:
-        cut = generated_text(prober, message, tools, kwargs)
+        cut = generated_text(prober, written, tools, kwargs)
         if cut is not None:
             break
     for enable, kwargs in settings if cut is None else ():  # the history leaves out a block the prompt writes
-        renders = turn_renders(prober, message, tools, kwargs)
-        spliced = spliced_text(analysis, *renders, wants_reasoning) if renders is not None else None
+        renders = turn_renders(prober, written, tools, kwargs)
+        forced = generate_parser(analysis, tools=tools, enable_thinking=enable).parser.mode == ReasoningMode.FORCED_OPEN
+        spliced = spliced_text(analysis, *renders, wants_reasoning, forced) if renders is not None else None
         if spliced is not None:
-            cut, via = (renders[0], spliced), "splice"
+            cut, via = (renders[0], spliced), "splice" if not instructed else "instructions+splice"
             break
     if cut is None:
         why = next((f for k, f in prober.failures.items() if k.startswith("roundtrip:")), None)
         reason = (f"template refuses the conversation: {why.error}" if why else
                   "the rendered turn does not continue the generation prompt under any thinking setting, "
-                  "and the prompt adds more than a reasoning block there (the template writes past turns "
-                  "differently from new ones)")
+                  "and cannot be spliced onto it (the turn is empty, or writes a reasoning block of its own "
+                  "after other text or inside the block the prompt closes)")
         return FixedPoint(scenario, True, skipped=reason)
     prompt, generated = cut
     params = generate_parser(analysis, tools=tools, enable_thinking=enable)
@@ -292,6 +409,7 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
             drops.append("call ids") if "call ids" not in drops else None
     if "parse_error" in parsed:
         problems.append(f"parse error: {parsed['parse_error']['message']}")
+    problems += unspelled
     rebuilt = _render_parsed(prober, parsed, forms, tools, kwargs_for(analysis, enable)) if via == "render" else None
     reconstructs, diff = None, ""
     if rebuilt is not None:
@@ -301,6 +419,29 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
     return FixedPoint(scenario, not problems, template_drops=tuple(drops), problems=tuple(problems),
                       generated=generated, parsed=parsed, reconstructs=reconstructs, reconstruct_diff=diff,
                       enable_thinking=enable, with_tools=tools is not None, prompt=prompt, via=via)
+
+
+def instructed_message(prober: Prober, message: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    """For a template that renders the tools but no tool calls: ``message`` with its calls
+    written as its text in the syntax the template's instructions spell (the instructions'
+    reader, run on what passing the tools adds to the prompt), so the template renders the turn a
+    model following them writes, and the call text's markers the instructions do not write.
+    (None, [why]) when they spell no syntax."""
+    plain = prober.render("roundtrip:instructions:none", [P.user(QUESTION)], add_generation_prompt=True) or ""
+    shown = prober.render("roundtrip:instructions", [P.user(QUESTION)], tools=RT_TOOLS,
+                          add_generation_prompt=True) or ""
+    section = diff(plain, shown).b_middle(shown)
+    its = read_instructions(section)
+    if its is None:
+        return None, ["template renders the tools but no tool calls, and its instructions spell no call syntax"]
+    calls = [{"name": n, "arguments": a} for n, a, _ in _expected_calls(message)]
+    text = format_tool_calls(its, calls)
+    pieces = [its.tool_section_start, its.tool_section_end] + [p.text for p in its.call_parts if p.kind == "lit"]
+    spelled = sorted({m for p in pieces for m in markers_in(p)})
+    unspelled = [f"the instructed call's marker {w!r} is not in the prompt" for w in spelled if w not in section]
+    content = message.get("content") or ""
+    extra = {k: v for k, v in message.items() if k not in ("role", "content", "tool_calls")}
+    return P.assistant(content + ("\n" if content else "") + text, **extra), unspelled
 
 
 def kwargs_for(analysis: TemplateAnalysis, enable_thinking: bool) -> dict[str, Any]:
@@ -325,7 +466,7 @@ def _render_parsed(prober: Prober, parsed: dict[str, Any], forms: ToolProbeForms
         message = tool_call_messages(forms, calls, content=parsed.get("content"), **extra)
     else:
         message = P.assistant(parsed.get("content") or "", **extra)
-    base = [P.user("What is the weather in Paris?")]
+    base = [P.user(QUESTION)]
     key = repr(sorted(kwargs.items()))
     return prober.render(f"roundtrip:reparsed{key}:{json.dumps(parsed, sort_keys=True)}", base + [message],
                          tools=tools, **kwargs)
