@@ -63,11 +63,18 @@ def assistant_region(rendered: str, nogen: str, gen_prompt: str, *, anchor: str,
     """
     after = rendered.rfind(anchor, 0, limit)
     after = after + len(anchor) if after >= 0 else 0
-    for k in range(len(gen_prompt), 0, -1):
+    bounds, pos = [], 0
+    for tok in tokenize(gen_prompt):  # (a prefix ends where a token does: "<|im" is not "<|im_end|>")
+        pos += len(tok)
+        bounds.append(pos)
+    for k in reversed(bounds):
         i = rendered.find(gen_prompt[:k], after, limit)
         if i >= 0 and (k == len(gen_prompt) or k >= 4 or k == len(gen_prompt.strip())):
             return i, common_prefix_len(rendered[i:limit], gen_prompt, tokens=True)
     start = max(common_prefix_len(nogen, rendered), after)
+    if start == after and anchor in nogen:  # what the prompt writes after the user's text closes the user turn
+        own = nogen[nogen.rfind(anchor) + len(anchor):]
+        start += common_prefix_len(rendered[start:limit], own, tokens=True)
     return min(start, limit), 0
 
 

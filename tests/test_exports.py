@@ -21,8 +21,6 @@ AFTER_STOP = ("the rendered output goes on after the turn's stop marker (the tem
               "streaming closes content at the stop marker before the longer closer can match and reads the rest "
               "as content (a server stops at the stop marker)")
 
-SECTION_ABSORBS_PROMPT = ("the analysis takes the prompt's last marker ('[/INST]') for the start of the tool "
-                          "section, so the lazy grammar's trigger is a text the model never writes")
 ARGS_FIRST = ("the template's instructions put the arguments before the name: the grammar ties each tool's "
               "arguments to its name only for the first call, and refuses a second call's arguments")
 
@@ -83,7 +81,6 @@ KNOWN: dict[str, dict[str, str]] = {
               "start anchor is the header, so transformers reads that token as content",
         "hf-stream": "the same as whole (hf)"},
     "extra/dphn-Dolphin-Mistral-24B-Venice-Edition.jinja": {
-        "gbnf": SECTION_ABSORBS_PROMPT, "lark": SECTION_ABSORBS_PROMPT,
         "hf-stream": "parallel calls with no closer of their own: streaming, the json parser gets the next call "
                      "with the arguments"},
     "extra/tiiuae-Falcon-H1-0.5B-Instruct.jinja": {"gbnf": ARGS_FIRST, "lark": ARGS_FIRST},

@@ -27,11 +27,6 @@ def _known(reason: str, failure: str, *scenarios: str) -> dict[str, tuple[str, s
     return {s: (reason, failure) for s in scenarios}
 
 
-SECTION_ABSORBS_PROMPT = ("the analysis takes the prompt's last marker for the start of the tool section "
-                          "(the template writes no assistant header before a call, or moves the system "
-                          "prompt and tools before the last user message), so a call written after the "
-                          "generation prompt is not read (seen once the turn was spliced onto the prompt)")
-
 KNOWN: dict[str, dict[str, tuple[str, str]]] = {
     "llama.cpp/CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": _known(
         "the template writes an assistant header after every conversation, whatever add_generation_prompt "
@@ -53,13 +48,9 @@ KNOWN: dict[str, dict[str, tuple[str, str]]] = {
         "units (our limitation)", "parameter 'item' of 'search_docs' written twice", "tricky_arguments"),
     "llama.cpp/NVIDIA-Nemotron-Nano-v2.jinja": {
         **_known(THINK_FLAG, "does not reconstruct the render", "content"),
-        **_known(THINK_FLAG, "content None != 'The answer is 42.'", "reasoning+content"),
         **_known(THINK_FLAG, "content '<SPECIAL_11>Assistant\\n' != 'The answer is 42.'", "content+tool_calls")},
-    "extra/nvidia-NVIDIA-Nemotron-Nano-12B-v2.jinja": {
-        **_known(THINK_FLAG, "does not reconstruct the render", "content", "content+tool_calls"),
-        **_known(THINK_FLAG, "content None != 'The answer is 42.'", "reasoning+content")},
-    "extra/nvidia-NVIDIA-Nemotron-Nano-9B-v2-Japanese.jinja": _known(
-        THINK_FLAG, "content None != 'The answer is 42.'", "reasoning+content"),
+    "extra/nvidia-NVIDIA-Nemotron-Nano-12B-v2.jinja": _known(
+        THINK_FLAG, "does not reconstruct the render", "content", "content+tool_calls"),
     "extra/google-gemma-3-27b-it-vllm_tool_gemma3_pythonic.jinja": {
         **_known(JOINED, "'days': '3metric=true'", "tool_call", "parallel_tool_calls", "content+tool_calls"),
         **_known(JOINED, "'limit': '-7tags=", "tricky_arguments")},
@@ -89,12 +80,10 @@ KNOWN: dict[str, dict[str, tuple[str, str]]] = {
         "a judge template: it writes a judge protocol naming the last speaker after the conversation, so the "
         "spliced turn carries the protocol for an assistant where the prompt has it for a user",
         "content \"The answer is 42.<|start_of_role|>judge_protocol<|end_of_role|>", "content", "reasoning+content"),
-    "extra/mistralai-Mistral-7B-Instruct-v0.3-vllm_tool_mistral_parallel.jinja": _known(
-        SECTION_ABSORBS_PROMPT, "tool calls parsed, ", "tool_call", "parallel_tool_calls", "content+tool_calls",
-        "tricky_arguments", "empty_arguments"),
     "extra/tiiuae-Falcon-H1-Tiny-Tool-Calling-90M.jinja": _known(
-        SECTION_ABSORBS_PROMPT, "0 tool calls parsed", "tool_call", "parallel_tool_calls", "tricky_arguments",
-        "empty_arguments"),
+        "the template ends the content's turn ('\\n<|im_end|>') and writes the call after it with no header of its "
+        "own: the parser keeps the newline in content, and the re-rendered turn has it twice",
+        "does not reconstruct the render", "content+tool_calls"),
 }
 
 
@@ -322,3 +311,22 @@ def test_spliced_text_after_the_generation_prompts_own_text(chatml_think):
     steps = dataclasses.replace(chatml_think, generation_prompt="<|im_start|>assistant\nSteps:\n")
     assert spliced_text(steps, head + "Steps:\n", head + "Hi", True, forced_open=True) == \
         REASONING + chatml_think.content_structure.reasoning_end + "Hi"
+
+
+@pytest.mark.parametrize("generated, mode, want", [
+    # a block of the analysis' own markers before the turn
+    ("Hi<|im_end|>\n", "OPTIONAL", "<think>\nR\n</think>\nHi<|im_end|>\n"),
+    # inside the empty block the turn writes
+    ("<think>\n\n</think>\n\nHi<|im_end|>\n", "OPTIONAL", "<think>\nR\n</think>\n\nHi<|im_end|>\n"),
+    # inside the block the prompt opened, closed by the analysis' end marker
+    ("Hi<|im_end|>\n", "FORCED_OPEN", "R\n</think>\nHi<|im_end|>\n"),
+    ("\n</think>\nHi<|im_end|>\n", "FORCED_OPEN", "R\n</think>\nHi<|im_end|>\n"),
+    # a setting that reads no reasoning: nothing to write
+    ("Hi<|im_end|>\n", "DISABLED", None),
+    ("Hi<|im_end|>\n", "NONE", None),
+])
+def test_with_reasoning(chatml_think, generated, mode, want):
+    from analyzer.structures import ReasoningMode
+    from generator.verify.fixed_point import REASONING, with_reasoning
+    got = with_reasoning(chatml_think, generated, ReasoningMode[mode])
+    assert got == (want.replace("R", REASONING, 1) if want else None)

@@ -68,11 +68,6 @@ ARGS_FIRST = ("the template's instructions put the arguments before the name ({\
 # (template, scenario) pairs whose output the grammar refuses today: the reason, and a text the
 # refusal must contain (a different refusal fails)
 KNOWN: dict[str, dict[str, tuple[str, str]]] = {
-    "extra/dphn-Dolphin-Mistral-24B-Venice-Edition.jinja": dict.fromkeys(
-        ("tool_call", "parallel_tool_calls", "content+tool_calls", "tricky_arguments"),
-        ("the analysis takes the prompt's last marker ('[/INST]') for the start of the tool section (the template "
-         "moves the system prompt and tools before the last user message), so the lazy grammar's trigger is a "
-         "text the model never writes", "no trigger fires before the tool calls")),
     "extra/tiiuae-Falcon-H1-0.5B-Instruct.jinja": {
         "parallel_tool_calls": (ARGS_FIRST, "llguidance refuses the text at character 135"),
         "tricky_arguments": (ARGS_FIRST, "llguidance refuses the text")},

@@ -56,7 +56,7 @@ def _reasoning(summary: dict[str, Any]) -> str:
     if "unchecked_reasoning_templates" not in summary:
         return ""
     return (f"; {len(summary['unchecked_reasoning_templates'])} templates that write reasoning have no "
-            f"checked reasoning output (most drop it from every turn they render)")
+            f"checked reasoning output (also listed with the reason)")
 
 
 def figures_markdown(summary: dict[str, Any]) -> str:

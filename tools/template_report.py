@@ -555,10 +555,12 @@ def summarize(templates: list[dict[str, Any]]) -> dict[str, Any]:
         ga = [t["checks"][f"grammar/accepts/{s}"] for t in analysed]
         checked = [t["scenarios"][s]["via"] for t in analysed
                    if (t["scenarios"].get(s) or {}).get("status") in (PASS, FAIL)]
-        spliced = [v for v in checked if v == "splice"]
+        spliced = [v for v in checked if v.split("+")[0] == "splice"]
         instructed = [v for v in checked if v.startswith("instructions")]
+        by_markers = [v for v in checked if v.endswith("+markers")]
         fixed[s] = {"pass": statuses.count("pass"), "fail": statuses.count("fail"), "skip": statuses.count("skip"),
                     "error": statuses.count("error"), "spliced": len(spliced), "instructed": len(instructed),
+                    "reasoning_by_markers": len(by_markers),
                     "reconstructs": fp.count(PASS),
                     "reconstruct_checked": fp.count(PASS) + fp.count(FAIL),
                     "grammar_accepts": ga.count(PASS), "grammar_checked": ga.count(PASS) + ga.count(FAIL)}
@@ -777,8 +779,8 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]
     return out + [""]
 
 
-SCENARIO_HEADER = ("scenario", "pass", "fail", "error", "skipped", "pass rate", "spliced", "instructed", "reconstructs",
-                   "grammar accepts")
+SCENARIO_HEADER = ("scenario", "pass", "fail", "error", "skipped", "pass rate", "spliced", "instructed",
+                   "reasoning by markers", "reconstructs", "grammar accepts")
 
 
 def scenario_rows(summary: dict[str, Any]) -> list[list[str]]:
@@ -788,7 +790,7 @@ def scenario_rows(summary: dict[str, Any]) -> list[list[str]]:
         applicable = f["pass"] + f["fail"] + f["error"]
         rows.append([name, str(f["pass"]), str(f["fail"]), str(f["error"]), str(f["skip"]),
                      f"{100 * f['pass'] / applicable:.1f}%" if applicable else "—", str(f.get("spliced", 0)),
-                     str(f.get("instructed", 0)),
+                     str(f.get("instructed", 0)), str(f.get("reasoning_by_markers", 0)),
                      _ratio(f["reconstructs"], f["reconstruct_checked"]),
                      _ratio(f["grammar_accepts"], f["grammar_checked"])])
     return rows
@@ -821,7 +823,8 @@ def render_markdown(report: dict[str, Any], cmp: Comparison | None = None) -> st
     lines += ["## Render → parse fixed point", ""] + _md_table(SCENARIO_HEADER, scenario_rows(s))
     lines += ["", "*spliced*: checked on the history's turn spliced onto the prompt past the header, flag or "
               "reasoning block only the prompt writes (no reconstruction); *instructed*: the template renders no "
-              "calls, and the turn's text is the call its instructions spell.", ""]
+              "calls, and the turn's text is the call its instructions spell; *reasoning by markers*: the template drops the "
+              "message's reasoning, written before the turn by the analysis' own markers.", ""]
     unchecked = s.get("unchecked_tool_templates", {})
     if unchecked:
         lines += [f"**Tool templates with no checked tool-call output: {len(unchecked)}**", ""]

@@ -91,8 +91,9 @@ class FixedPoint:
     with_tools: bool = False
     prompt: str = ""  # the rendered prompt the output continues
     # how the output was had: "render", the history's render continues the prompt; "splice", the
-    # history's turn spliced onto the prompt past a reasoning block only the prompt writes
-    # (``spliced_text``; nothing to reconstruct)
+    # history's turn spliced onto the prompt (``spliced_text``; nothing to reconstruct);
+    # "instructions", the turn whose text is the call the instructions spell; "+markers", the
+    # reasoning the template drops written by the analysis' markers (``with_reasoning``)
     via: str = "render"
 
 
@@ -281,6 +282,36 @@ def _after_header(core: str, turn: str, within_prompt: bool) -> str | None:
     return turn[len(ws):] if ws and turn.startswith(ws) else turn
 
 
+def with_reasoning(analysis: TemplateAnalysis, generated: str, mode: ReasoningMode) -> str | None:
+    """``generated`` with :data:`REASONING` written the way the analysis reads reasoning, for a
+    template that drops a message's reasoning from every turn it renders: inside the block the
+    prompt opened (``mode`` forced open), inside the empty block the turn writes, or in a block of
+    the analysis' own markers before the turn. None when the setting reads no reasoning or the
+    analysis has no end marker.
+
+    Example::
+
+        >>> from analyzer import analyze_template
+        >>> a = analyze_template("templates/chatml-think.jinja")
+        >>> with_reasoning(a, "Hi<|im_end|>\\n", ReasoningMode.OPTIONAL)
+        '<think>\\nFirst, think it through.\\n</think>\\nHi<|im_end|>\\n'
+    """
+    cs = analysis.content_structure
+    start, end = cs.reasoning_start, cs.reasoning_end
+    if mode not in (ReasoningMode.OPTIONAL, ReasoningMode.FORCED_OPEN) or not end.strip():
+        return None
+    body = generated.lstrip()
+    if mode == ReasoningMode.FORCED_OPEN:
+        return REASONING + (generated if body.startswith(end.strip()) else end + generated)
+    if start.strip() and body.startswith(start.strip()) and end.strip() in body:  # an empty block of its own
+        i = generated.index(start.strip()) + len(start.strip())
+        j = generated.index(end.strip(), i)
+        return None if generated[i:j].strip() else generated[:i] + "\n" + REASONING + "\n" + generated[j:]
+    if not start.strip():
+        return None
+    return start + REASONING + end + generated
+
+
 def _settings_for(analysis: TemplateAnalysis, wants_reasoning: bool) -> list[tuple[bool, dict[str, Any]]]:
     """(enable_thinking, template kwargs) to try: thinking on first when the message reasons,
     off first when it does not (a forced-open prompt is not continued by a plain answer)."""
@@ -358,6 +389,10 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
         return FixedPoint(scenario, True, skipped=reason)
     prompt, generated = cut
     params = generate_parser(analysis, tools=tools, enable_thinking=enable)
+    if wants_reasoning and REASONING not in prompt + generated:  # the template drops it: write it by the markers
+        reasoned = with_reasoning(analysis, generated, params.parser.mode)
+        if reasoned is not None:
+            generated, via = reasoned, via + "+markers"
     parsed = params.parser.parse(generated)
     drops: list[str] = []
     problems: list[str] = []
