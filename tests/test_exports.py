@@ -3,7 +3,8 @@
 template, llguidance compiles our structural tags (as vLLM's guidance backend does) and our
 GBNF and Lark grammars, and the Edge-LLM JSON formats the standard conversations exactly as the
 Jinja template does. A template a format cannot say is "not expressible" with the reason (counted
-by ``benchmarks/export_counts.py``); failures are the exact list :data:`KNOWN`, with the reason.
+by ``benchmarks/export_counts.py``); failures are the exact list :data:`KNOWN`, each with the
+reason and the wrong result it excuses.
 """
 
 from __future__ import annotations
@@ -21,74 +22,150 @@ AFTER_STOP = ("the rendered output goes on after the turn's stop marker (the tem
               "streaming closes content at the stop marker before the longer closer can match and reads the rest "
               "as content (a server stops at the stop marker)")
 
-ARGS_FIRST = ("the template's instructions put the arguments before the name: the grammar ties each tool's "
-              "arguments to its name only for the first call, and refuses a second call's arguments")
+ARGS_FIRST = ("the template's instructions put the arguments before the name: the grammar accepts only the "
+              "first tool's arguments there (the name that would choose another tool's comes after them)")
 
-KNOWN: dict[str, dict[str, str]] = {
-    "llama.cpp/Reka-Edge.jinja": {
-        "structural-tag": "the template writes arguments with \\uXXXX escapes; llguidance's JSON strings refuse them"},
-    "extra/RekaAI-reka-edge-2603.jinja": {
-        "structural-tag": "the template writes arguments with \\uXXXX escapes; llguidance's JSON strings refuse them"},
-    "extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-vllm_tool_llama4_json.jinja": {
-        "hf": "parallel calls: the json parser gets an empty region (calls with no opener or closer of their own)",
-        "hf-stream": "the same as whole (hf)"},
-    "extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-axolotl.jinja": {
-        "hf": "parallel calls: the json parser gets an empty region (calls with no opener or closer of their own)",
-        "hf-stream": "the same as whole (hf)"},
-    "extra/microsoft-Phi-4-mini-instruct-vllm_tool_phi4_mini.jinja": {
-        "hf": "parallel calls separated by a comma inside one section: the json parser reads two objects as one",
-        "hf-stream": "the same as whole (hf)"},
-    "extra/inclusionAI-SingGuard-2b.jinja": {
-        "hf": "content before a call is dropped by parse_response (the content region ends where the call opens)",
-        "hf-stream": "the same as whole (hf)"},
-    "extra/meituan-longcat-LongCat-2.0.jinja": {
-        "hf": "the start anchor is not found in the prefix, so the prompt's text becomes content",
-        "hf-stream": "the same as whole (hf)"},
-    "llama.cpp/Mistral-Small-3.2-24B-Instruct-2506.jinja": {"hf-stream": NEXT_OPENER},
-    "llama.cpp/meetkai-functionary-medium-v3.2.jinja": {"hf-stream": NEXT_OPENER},
-    "llama.cpp/mistralai-Ministral-3-14B-Reasoning-2512.jinja": {"hf-stream": NEXT_OPENER},
-    "llama.cpp/unsloth-mistral-Devstral-Small-2507.jinja": {"hf-stream": NEXT_OPENER},
-    "extra/ArmGPT-ArmenianGPT-1.0-3B.jinja": {"hf-stream": NEXT_OPENER},
-    "extra/mistralai-Devstral-2-123B-Instruct-2512.jinja": {"hf-stream": NEXT_OPENER},
-    "extra/mistralai-Devstral-Small-2-24B-Instruct-2512.jinja": {"hf-stream": NEXT_OPENER},
-    "extra/mistralai-Leanstral-1.5-119B-A6B.jinja": {"hf-stream": NEXT_OPENER},
-    "extra/mistralai-Ministral-3-14B-Instruct-2512.jinja": {"hf-stream": NEXT_OPENER},
-    "extra/mistralai-Ministral-3-3B-Instruct-2512.jinja": {"hf-stream": NEXT_OPENER},
-    "extra/mistralai-Ministral-3-3B-Reasoning-2512.jinja": {"hf-stream": NEXT_OPENER},
-    "extra/mistralai-Ministral-3-8B-Instruct-2512.jinja": {"hf-stream": NEXT_OPENER},
-    "extra/mistralai-Mistral-Large-3-675B-Instruct-2512.jinja": {"hf-stream": NEXT_OPENER},
-    "extra/mistralai-Mistral-Medium-3.5-128B.jinja": {"hf-stream": NEXT_OPENER},
-    "extra/mistralai-Mistral-Small-4-119B-2603.jinja": {"hf-stream": NEXT_OPENER},
-    "extra/deepseek-ai-deepseek-vl2-small.jinja": {"hf-stream": AFTER_STOP},
-    "extra/microsoft-wavecoder-ultra-6.7b.jinja": {"hf-stream": AFTER_STOP},
-    "extra/MiniMaxAI-MiniMax-VL-01.jinja": {"hf-stream": AFTER_STOP},
-    "extra/NousResearch-Meta-Llama-3.1-8B-Instruct.jinja": {"hf-stream": AFTER_STOP},
-    "extra/Salesforce-xgen-small-4B-base-r.jinja": {"hf-stream": AFTER_STOP},
-    "extra/winninghealth-WiNGPT2-Llama-3-8B-Chat.jinja": {"hf-stream": AFTER_STOP},
-    "extra/CohereLabs-c4ai-command-a-03-2025-axolotl.jinja": {"hf-stream": AFTER_STOP},
-    "llama.cpp/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja": {"hf-stream": AFTER_STOP},
-    "llama.cpp/fireworks-ai-llama-3-firefunction-v2.jinja": {"hf-stream": AFTER_STOP},
-    "extra/ibm-granite-granite-20b-functioncalling-vllm_tool_granite_20b_fc.jinja": {
-        "hf": "parallel calls, each opened by its own '<function_call>' and closed by nothing: the json parser gets "
-              "both objects as one region",
-        "hf-stream": "the same as whole (hf)"},
-    "extra/Kwaipilot-HiPO-8B.jinja": {
-        "hf": "the generation prompt ends with a text of its own ('<judge>\\n') after the assistant header: the "
-              "response template's start anchor is the header, so transformers reads that text as content",
-        "hf-stream": "the same as whole (hf)"},
-    "extra/BAAI-BGE-VL-Screenshot.jinja": {
-        "hf": "the generation prompt ends with '<|endoftext|>' after the assistant header: the response template's "
-              "start anchor is the header, so transformers reads that token as content",
-        "hf-stream": "the same as whole (hf)"},
-    "extra/dphn-Dolphin-Mistral-24B-Venice-Edition.jinja": {
-        "hf-stream": "parallel calls with no closer of their own: streaming, the json parser gets the next call "
-                     "with the arguments"},
-    "extra/tiiuae-Falcon-H1-0.5B-Instruct.jinja": {"gbnf": ARGS_FIRST, "lark": ARGS_FIRST},
-    "extra/tiiuae-Falcon-H1-7B-Instruct-axolotl.jinja": {"gbnf": ARGS_FIRST, "lark": ARGS_FIRST},
-    "extra/tencent-Hy-Embodied-RxBrain-1.0.jinja": {
-        "hf": "the template wraps content in <answer> only in turns without calls; the response template reads "
-              "content only inside the wrapper, so content before calls is dropped",
-        "hf-stream": "the same as whole (hf)"},
+def known(reason: str, *failures: str) -> dict[str, str]:
+    """An excuse: each failing case of the format (a verdict's detail) must hold one of
+    ``failures`` (a piece of the wrong result as the detail writes it), so a different failure on
+    the same pair fails; each of them must still be seen."""
+    return dict.fromkeys(failures, reason)
+
+
+CONTENT_AT_HEADER = ("the response template opens content at the assistant header, which the prompt holds (the start "
+                     "anchor is the prompt's end), so transformers reads no content (seen once the content turn was "
+                     "spliced onto the prompt)")
+
+KNOWN: dict[str, dict[str, dict[str, str]]] = {
+    'llama.cpp/Reka-Edge.jinja': {
+        'structural-tag': known("the template writes arguments with \\uXXXX escapes; llguidance's JSON strings refuse them", *['tricky_arguments (parallel=False): refused \' <tool_call>\\n{"name": "search_docs", "arguments": ']),
+    },
+    'extra/RekaAI-reka-edge-2603.jinja': {
+        'structural-tag': known("the template writes arguments with \\uXXXX escapes; llguidance's JSON strings refuse them", *['tricky_arguments (parallel=False): refused \' <tool_call>\\n{"name": "search_docs", "arguments": ']),
+    },
+    'extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-vllm_tool_llama4_json.jinja': {
+        'hf': known('parallel calls: the json parser gets an empty region (calls with no opener or closer of their own)',
+                    'parallel_tool_calls: parse_response raised ValueError: json parser could not parse region')
+        | known(CONTENT_AT_HEADER, "!= transformers {'content': None, 'reasoning_content': N"),
+        'hf-stream': known('the same as whole (hf)',
+                           'parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region')
+        | known(CONTENT_AT_HEADER, "!= transformers {'content': None, 'reasoning_content': N"),
+    },
+    'extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-axolotl.jinja': {
+        'hf': known('parallel calls: the json parser gets an empty region (calls with no opener or closer of their own)', *['parallel_tool_calls: parse_response raised ValueError: json parser could not parse region']),
+        'hf-stream': known('the same as whole (hf)', *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/microsoft-Phi-4-mini-instruct-vllm_tool_phi4_mini.jinja': {
+        'hf': known('parallel calls separated by a comma inside one section: the json parser reads two objects as one', *['parallel_tool_calls: parse_response raised ValueError: json parser could not parse region']),
+        'hf-stream': known('the same as whole (hf)', *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/inclusionAI-SingGuard-2b.jinja': {
+        'hf': known('content before a call is dropped by parse_response (the content region ends where the call opens)', *["!= transformers {'content': None, 'reasoning_content': N"]),
+        'hf-stream': known('the same as whole (hf)', *["!= transformers {'content': None, 'reasoning_content': N"]),
+    },
+    'extra/meituan-longcat-LongCat-2.0.jinja': {
+        'hf': known("the start anchor is not found in the prefix, so the prompt's text becomes content", *["!= transformers {'content': '<longcat_tool_declare>\\n# T", "!= transformers {'content': '<longcat_user>What is the w"]),
+        'hf-stream': known('the same as whole (hf)', *["!= transformers {'content': '<longcat_tool_declare>\\n# T", "!= transformers {'content': '<longcat_user>What is the w"]),
+    },
+    'llama.cpp/Mistral-Small-3.2-24B-Instruct-2506.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'llama.cpp/meetkai-functionary-medium-v3.2.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'llama.cpp/mistralai-Ministral-3-14B-Reasoning-2512.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'llama.cpp/unsloth-mistral-Devstral-Small-2507.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/ArmGPT-ArmenianGPT-1.0-3B.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/mistralai-Devstral-2-123B-Instruct-2512.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/mistralai-Devstral-Small-2-24B-Instruct-2512.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/mistralai-Leanstral-1.5-119B-A6B.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/mistralai-Ministral-3-14B-Instruct-2512.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/mistralai-Ministral-3-3B-Instruct-2512.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/mistralai-Ministral-3-3B-Reasoning-2512.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/mistralai-Ministral-3-8B-Instruct-2512.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/mistralai-Mistral-Large-3-675B-Instruct-2512.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/mistralai-Mistral-Medium-3.5-128B.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/mistralai-Mistral-Small-4-119B-2603.jinja': {
+        'hf-stream': known(NEXT_OPENER, *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/deepseek-ai-deepseek-vl2-small.jinja': {
+        'hf-stream': known(AFTER_STOP, *["!= transformers {'content': 'The answer is 42.Response:'"]),
+    },
+    'extra/microsoft-wavecoder-ultra-6.7b.jinja': {
+        'hf-stream': known(AFTER_STOP, *["!= transformers {'content': 'The answer is 42.Response',"]),
+    },
+    'extra/MiniMaxAI-MiniMax-VL-01.jinja': {
+        'hf-stream': known(AFTER_STOP, *["!= transformers {'content': 'The answer is 42.<beginning"]),
+    },
+    'extra/NousResearch-Meta-Llama-3.1-8B-Instruct.jinja': {
+        'hf-stream': known(AFTER_STOP, *["!= transformers {'content': 'The answer is 42.assistant'"]),
+    },
+    'extra/Salesforce-xgen-small-4B-base-r.jinja': {
+        'hf-stream': known(AFTER_STOP, *["!= transformers {'content': 'The answer is 42.<|im_start"]),
+    },
+    'extra/winninghealth-WiNGPT2-Llama-3-8B-Chat.jinja': {
+        'hf-stream': known(AFTER_STOP, *["!= transformers {'content': 'The answer is 42.Assistant："]),
+    },
+    'extra/CohereLabs-c4ai-command-a-03-2025-axolotl.jinja': {
+        'hf-stream': known(AFTER_STOP, *["!= transformers {'content': 'The answer is 42.<|START_OF"]),
+    },
+    'llama.cpp/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja': {
+        'hf-stream': known(AFTER_STOP, *["!= transformers {'content': '<｜tool▁calls▁end｜><｜Assista"]),
+    },
+    'llama.cpp/fireworks-ai-llama-3-firefunction-v2.jinja': {
+        'hf-stream': known(AFTER_STOP, *["!= transformers {'content': 'The answer is 42.assistant'", "!= transformers {'content': 'assistant', 'reasoning_cont"]),
+    },
+    'extra/ibm-granite-granite-20b-functioncalling-vllm_tool_granite_20b_fc.jinja': {
+        'hf': known("parallel calls, each opened by its own '<function_call>' and closed by nothing: the json parser gets both objects as one region", *['parallel_tool_calls: parse_response raised ValueError: json parser could not parse region']),
+        'hf-stream': known('the same as whole (hf)', *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/Kwaipilot-HiPO-8B.jinja': {
+        'hf': known("the generation prompt ends with a text of its own ('<judge>\\n') after the assistant header: the response template's start anchor is the header, so transformers reads that text as content", *["!= transformers {'content': '<judge>', 'reasoning_conten", "!= transformers {'content': '<judge>The answer is 42.', ", "!= transformers {'content': '<judge>\\nThe answer is 42.'"]),
+        'hf-stream': known('the same as whole (hf)', *["!= transformers {'content': '<judge>', 'reasoning_conten", "!= transformers {'content': '<judge>The answer is 42.', ", "!= transformers {'content': '<judge>\\nThe answer is 42.'"]),
+    },
+    'extra/BAAI-BGE-VL-Screenshot.jinja': {
+        'hf': known("the generation prompt ends with '<|endoftext|>' after the assistant header: the response template's start anchor is the header, so transformers reads that token as content", *["!= transformers {'content': '<|endoftext|>The answer is "]),
+        'hf-stream': known('the same as whole (hf)', *["!= transformers {'content': '<|endoftext|>The answer is "]),
+    },
+    'extra/dphn-Dolphin-Mistral-24B-Venice-Edition.jinja': {
+        'hf-stream': known('parallel calls with no closer of their own: streaming, the json parser gets the next call with the arguments', *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
+    },
+    'extra/tiiuae-Falcon-H1-0.5B-Instruct.jinja': {
+        'gbnf': known(ARGS_FIRST, *['parallel_tool_calls: llguidance refuses the text at character 135', 'tricky_arguments: llguidance refuses the text at character 28']),
+        'lark': known(ARGS_FIRST, *['parallel_tool_calls: llguidance refuses the text at character 135', 'tricky_arguments: llguidance refuses the text at character 28']),
+    },
+    'extra/tiiuae-Falcon-H1-7B-Instruct-axolotl.jinja': {
+        'gbnf': known(ARGS_FIRST, *['parallel_tool_calls: llguidance refuses the text at character 135', 'tricky_arguments: llguidance refuses the text at character 28']),
+        'lark': known(ARGS_FIRST, *['parallel_tool_calls: llguidance refuses the text at character 135', 'tricky_arguments: llguidance refuses the text at character 28']),
+    },
+    'extra/tencent-Hy-Embodied-RxBrain-1.0.jinja': {
+        'hf': known('the template wraps content in <answer> only in turns without calls; the response template reads content only inside the wrapper, so content before calls is dropped', *["!= transformers {'content': None, 'reasoning_content': N"]),
+        'hf-stream': known('the same as whole (hf)', *["!= transformers {'content': None, 'reasoning_content': N"]),
+    },
 }
 
 
@@ -97,10 +174,15 @@ def test_exporters_verified_by_their_consumers(corpus_entry, analyzed, fixed_poi
     if isinstance(analysis, ChatAutoparserError):
         pytest.skip("no analysis (its error is checked by test_golden)")
     verdicts = verify_exports(load_template(corpus_entry.path), analysis, fixed_points(corpus_entry.path))
-    failing = {fmt: v.reason for fmt, v in verdicts.items() if v.status == "failing"}
+    failing = {fmt: list(v.details or [v.reason]) for fmt, v in verdicts.items() if v.status == "failing"}
     known = KNOWN.get(corpus_entry.name, {})
-    assert set(failing) <= set(known), f"{corpus_entry.name}: {failing}"
-    assert set(known) <= set(failing), f"{corpus_entry.name}: {sorted(set(known) - set(failing))} pass now"
+    # a failing case its excuse does not name is new, and so is a failing format with no excuse
+    new = {f"{fmt}: {d}" for fmt, details in failing.items() for d in details
+           if not any(f in d for f in known.get(fmt, {}))}
+    stale = sorted(f"{fmt}: {f!r}" for fmt, excuses in known.items() for f in excuses
+                   if not any(f in d for d in failing.get(fmt, [])))
+    assert not new, f"{corpus_entry.name}:\n" + "\n".join(sorted(new))
+    assert not stale, f"{corpus_entry.name}: {stale} fail no more: take them off KNOWN"
     for fmt, v in verdicts.items():
         assert v.status != "not_expressible" or v.reason, f"{fmt}: not expressible without a reason"
 
@@ -130,3 +212,44 @@ def test_not_expressible_is_typed_with_the_evidence() -> None:
     with pytest.raises(NotExpressible) as e:
         edgellm.chat_template(t, analyze_template(t))
     assert isinstance(e.value, ChatAutoparserError) and e.value.fmt == "edgellm"
+
+
+def _edgellm_case(source: str):
+    from analyzer import analyze_template, from_string
+    t = from_string(source)
+    return t, analyze_template(t)
+
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def test_edgellm_refuses_an_empty_default_system_block() -> None:
+    """Edge-LLM adds no system message for an empty default: a template that writes an empty
+    system block when the request has none cannot be flattened, and says why."""
+    t, a = _edgellm_case("{% if messages[0].role != 'system' %}<|im_start|>system\n<|im_end|>\n{% endif %}" + CHATML)
+    with pytest.raises(NotExpressible, match="empty system block"):
+        edgellm.chat_template(t, a)
+
+
+def test_edgellm_explains_a_message_rewritten_once_others_follow() -> None:
+    """A template that writes an instruction into the last user message only: the flattened
+    conversation differs, and the template's own renders show why (not expressible)."""
+    from generator.verify.exports import verify_edgellm
+    t, a = _edgellm_case("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if loop.last and m.role == 'user' %}"
+                         "Think first.\n{% endif %}{{ m.content }}<|im_end|>\n{% endfor %}"
+                         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    v = verify_edgellm(t, a)
+    assert v.status == "not_expressible" and "once more messages follow it" in v.reason
+
+
+def test_edgellm_mismatch_no_render_explains_fails(monkeypatch) -> None:
+    """A flattened conversation that differs although the template writes every message the
+    same wherever it stands is our export's fault: failing, not "not expressible"."""
+    from generator.verify.exports import verify_edgellm
+    t, a = _edgellm_case(CHATML)
+    assert verify_edgellm(t, a).status == "verified"
+    wrong = {"conversation": "multi_turn", "enable_thinking": False, "jinja": "x", "flattened": "y"}
+    monkeypatch.setattr(edgellm, "check", lambda *args, **kw: [wrong])
+    v = verify_edgellm(t, a)
+    assert v.status == "failing" and "differs" in v.reason

@@ -64,16 +64,17 @@ def _grammar_cases(analysis, fixed: dict) -> list[tuple[Any, Any, str, str]]:
 
 
 ARGS_FIRST = ("the template's instructions put the arguments before the name ({\"arguments\": ..., \"name\": ...}): "
-              "the grammar ties each tool's arguments to a name it has not seen yet only for the first call")
+              "the grammar accepts only the first tool's arguments there (the name that would choose another "
+              "tool's comes after them)")
 # (template, scenario) pairs whose output the grammar refuses today: the reason, and a text the
 # refusal must contain (a different refusal fails)
 KNOWN: dict[str, dict[str, tuple[str, str]]] = {
     "extra/tiiuae-Falcon-H1-0.5B-Instruct.jinja": {
         "parallel_tool_calls": (ARGS_FIRST, "llguidance refuses the text at character 135"),
-        "tricky_arguments": (ARGS_FIRST, "llguidance refuses the text")},
+        "tricky_arguments": (ARGS_FIRST, "llguidance refuses the text at character 28")},
     "extra/tiiuae-Falcon-H1-7B-Instruct-axolotl.jinja": {
         "parallel_tool_calls": (ARGS_FIRST, "llguidance refuses the text at character 135"),
-        "tricky_arguments": (ARGS_FIRST, "llguidance refuses the text")},
+        "tricky_arguments": (ARGS_FIRST, "llguidance refuses the text at character 28")},
 }
 
 

@@ -113,8 +113,18 @@ def _strip_end(text: str, tail: str) -> str | None:
     return text[:len(text) - len(tail)] if text.endswith(tail) else None
 
 
+def _once(r: _Renders, fail: Any) -> None:
+    """Each message's text written once (a template that repeats it cannot be flattened)."""
+    conv = [("system", SYS), ("user", USER1), ("assistant", ASSIST), ("user", USER2)]
+    out = r(conv)
+    for _, text in conv if out is not None else ():
+        if out.count(text) > 1:
+            raise fail("the template writes a message's text more than once", conversation="system, user, assistant, user")
+
+
 def _roles(r: _Renders, fail: Any) -> tuple[dict[str, dict[str, str]], str]:
     """(roles, default system prompt) from the needle renders."""
+    _once(r, fail)
     user = _around(r([("user", USER1)]), USER1)
     if user is None:
         raise fail("the template refuses a lone user message (or drops its text)")
@@ -145,6 +155,9 @@ def _roles(r: _Renders, fail: Any) -> tuple[dict[str, dict[str, str]], str]:
         if inner is None:
             raise fail("the first user turn is written differently from later ones (and not as a default "
                        "system message)", conversation="user")
+        if not inner:
+            raise fail("the template writes an empty system block when the request has none; Edge-LLM adds no "
+                       "system message for an empty default", conversation="user")
         default = inner
     roles = {"system": {"prefix": system_prefix, "suffix": system_suffix},
              "user": {"prefix": user_prefix, "suffix": user_suffix},
@@ -193,7 +206,14 @@ def derive(template: LoadedTemplate, analysis: TemplateAnalysis, *,
                           "generation_prompt": _generation_prompt(r, {}, fail)}
     if analysis.caps.supports_thinking_toggle:
         on = {**_setting_kwargs(analysis, True), **user_kwargs}
-        thinking = _generation_prompt(_Renders(template, "jinja2", on), {}, fail)
+        r_on = _Renders(template, "jinja2", on)
+        for conv in ([("user", USER1)], [("system", SYS), ("user", USER1)],
+                     [("user", USER1), ("assistant", ASSIST), ("user", USER2)]):
+            if r(conv) != r_on(conv):
+                raise fail("the thinking setting changes the messages' text, not only the generation prompt "
+                           "(Edge-LLM switches only the generation prompt)",
+                           conversation=", ".join(role for role, _ in conv))
+        thinking = _generation_prompt(r_on, {}, fail)
         if thinking != ct["generation_prompt"]:
             ct["generation_prompt_thinking"] = thinking
     ct["default_system_prompt"] = default
@@ -220,6 +240,27 @@ def check(template: LoadedTemplate, analysis: TemplateAnalysis, ct: Mapping[str,
     return out
 
 
+def explain(template: LoadedTemplate, analysis: TemplateAnalysis, bad: Mapping[str, Any], *,
+            chat_template_kwargs: Mapping[str, Any] | None = None) -> str | None:
+    """Why a conversation :func:`check` found different cannot be flattened, shown by the
+    template's own renders, or None when nothing shows it (a mismatch the export should not have).
+
+    Edge-LLM writes a conversation as the concatenation of its messages, so a template that
+    refuses the conversation, or writes a message differently once more messages follow it,
+    cannot be flattened."""
+    if bad["jinja"] is None:
+        return f"the template refuses conversation {bad['conversation']!r}"
+    conv = dict(CONVERSATIONS)[bad["conversation"]]
+    r = _Renders(template, "jinja2", {**_setting_kwargs(analysis, bad["enable_thinking"]),
+                                       **dict(chat_template_kwargs or {})})
+    renders = [r(list(conv[:k])) for k in range(1, len(conv) + 1)]
+    for k, (shorter, longer) in enumerate(zip(renders, renders[1:]), start=1):
+        if shorter is not None and longer is not None and not longer.startswith(shorter):
+            return (f"the template writes a message differently once more messages follow it (message {k} of "
+                    f"conversation {bad['conversation']!r})")
+    return None
+
+
 def chat_template(template: LoadedTemplate, analysis: TemplateAnalysis, *,
                   chat_template_kwargs: Mapping[str, Any] | None = None, model_path: str = "",
                   tools: Any = None, **_: Any) -> dict[str, Any]:
@@ -230,8 +271,9 @@ def chat_template(template: LoadedTemplate, analysis: TemplateAnalysis, *,
     bad = check(template, analysis, ct, chat_template_kwargs=chat_template_kwargs)
     if bad:
         first = bad[0]
-        how = "refuses it" if first["jinja"] is None else "writes it differently"
-        raise NotExpressible(f"cannot be flattened: the template {how} (conversation {first['conversation']!r}, "
+        why = explain(template, analysis, first, chat_template_kwargs=chat_template_kwargs) or \
+            "the flattened conversation differs from the template's (no render shows why)"
+        raise NotExpressible(f"cannot be flattened: {why} (conversation {first['conversation']!r}, "
                              f"enable_thinking={first['enable_thinking']})", template=analysis.template, fmt=FMT,
                              evidence=first)
     return ct

@@ -198,18 +198,22 @@ def verify_structural_tag(analysis: TemplateAnalysis, fixed: Mapping[str, FixedP
 
 def verify_edgellm(template: Any, analysis: TemplateAnalysis) -> ExportVerdict:
     """The Edge-LLM export: derived, then every standard conversation formatted with it equals
-    the Jinja output; not flattenable (with the conversation that shows it) otherwise."""
+    the Jinja output. A conversation that differs is not expressible only where the template's own
+    renders show why (:func:`~generator.export.edgellm.explain`); otherwise the export fails."""
     from ..export import edgellm
     try:
         ct = edgellm.derive(template, analysis)
     except NotExpressible as e:
         return ExportVerdict("edgellm", "not_expressible", e.reason)
     bad = edgellm.check(template, analysis, ct)
-    if bad:
+    if bad:  # a limit of the format only where the template's own renders show it; else our bug
         b = bad[0]
-        return ExportVerdict("edgellm", "not_expressible",
-                             f"cannot be flattened: conversation {b['conversation']!r} "
-                             f"(enable_thinking={b['enable_thinking']})", details=[repr(b)])
+        why = edgellm.explain(template, analysis, b)
+        where = f"conversation {b['conversation']!r} (enable_thinking={b['enable_thinking']})"
+        if why is None:
+            return ExportVerdict("edgellm", "failing", f"the flattened {where} differs from the template's",
+                                 details=[repr(b)])
+        return ExportVerdict("edgellm", "not_expressible", f"cannot be flattened: {why}", details=[repr(b)])
     return ExportVerdict("edgellm", "verified", checked=len(edgellm.CONVERSATIONS))
 
 
