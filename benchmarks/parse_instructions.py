@@ -9,7 +9,7 @@ The output of ``parse_speed.py`` for each format (JSON in tags, XML arguments, p
 reasoning where the template has it, content, calls) is cut in two: the text before the first
 call, and the calls. Each is streamed in 4-character chunks; a run that only builds the parser
 (and renders the output) is subtracted. One-shot, the whole output is parsed 5 times after one
-parse that warms up, by ours, by the single-pass lower bound of ``parse_speed.py`` (LB) and, where
+parse that warms up, by ours, by the single-pass single-pass baseline of ``parse_speed.py`` (SP) and, where
 installed, by SGLang's detector; a run with only the warm-up parse is subtracted.
 Prints instructions per chunk for each streamed part, and per one-shot parse.
 """
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 STREAMED = ("none", "head", "calls")
-ONE_SHOT = ("ours", "LB", "SGLang")  # (each run as "KIND:N": the warm-up parse, then N more)
+ONE_SHOT = ("ours", "SP", "SGLang")  # (each run as "KIND:N": the warm-up parse, then N more)
 PARTS = STREAMED + tuple(f"{kind}:{n}" for kind in ONE_SHOT for n in (0, 5))
 
 
@@ -41,7 +41,7 @@ def one_shot_parser(kind: str, fmt: str) -> Callable[[str], object] | str:
     f = FORMATS[fmt]
     if kind == "ours":
         return f.parser.parse
-    if kind == "LB":
+    if kind == "SP":
         return f.lb_one
     peer = sglang(f)
     return peer if isinstance(peer, str) else peer[0]

@@ -1,4 +1,4 @@
-"""Parser speed per call format: ours against a pure-Python lower bound, transformers and SGLang.
+"""Parser speed per call format: ours against a pure-Python single-pass baseline, transformers and SGLang.
 
 Run by hand (2-core machine: ~8 min a round for ``--format all`` with every peer)::
 
@@ -21,16 +21,17 @@ calls (reasoning 40 % and content 10 % where the template reasons, else content)
 calls of about 250 bytes (a string with a space, an integer, an enum, a string with quotes,
 a newline and non-ASCII). Every result is checked: our one-shot message has the reasoning,
 content and calls (names, arguments) that were rendered, the streamed message equals it, the
-lower bound builds the same message (ids aside), and each peer reads the same reasoning,
+single-pass baseline builds the same message (ids aside), and each peer reads the same reasoning,
 content and calls. The script exits 1 only when a result is wrong; it makes no timed assertion.
 
 Columns: median wall times (``--repeat`` runs the sizes again, round-robin, and takes the median
 of all runs); streaming in 4-character chunks; ``µs/chunk`` the stream's time per chunk; ``p99``
 the 99th percentile of single ``feed`` calls (each timed with ``perf_counter_ns`` in a run of
-its own); ``× LB`` ours divided by the lower bound (lower is better); ``HF ÷ ours`` and
+its own); ``× SP`` ours divided by the single-pass baseline (lower is better); ``HF ÷ ours`` and
 ``SGL ÷ ours`` the peer's time divided by ours (higher is better for us).
 
-The lower bound (``LB``) is a hand-written single-pass ``str.find`` splitter for each format,
+The single-pass baseline (``SP``; a baseline, not a bound: ours beats it on XML arguments one-shot) is
+a hand-written single-pass ``str.find`` splitter for each format,
 knowing that format's markers: it builds the same message (reasoning and content stripped, the
 calls' arguments as JSON text: the model's own bytes for JSON arguments, validated by
 ``json.loads``; for XML arguments the values typed by the tool schema and ``json.dumps`` of the
@@ -97,7 +98,7 @@ TOOLS = [{"type": "function", "function": {
         "city": {"type": "string"}, "days": {"type": "integer"},
         "units": {"type": "string", "enum": ["metric", "imperial"]}, "notes": {"type": "string"}},
         "required": ["city"]}}}]
-# JSON type of each parameter, per tool: what the XML lower bound types values by
+# JSON type of each parameter, per tool: what the XML single-pass baseline types values by
 PARAM_TYPES = {t["function"]["name"]: {k: v.get("type", "string") for k, v in
                                        t["function"]["parameters"]["properties"].items()} for t in TOOLS}
 
@@ -160,7 +161,7 @@ HF_PREFIXED = {
 
 
 # ---------------------------------------------------------------------------------------------
-# the lower bound: single-pass str.find splitters, one-shot and streamed
+# the single-pass baseline: single-pass str.find splitters, one-shot and streamed
 
 THINK, THINK_END, CALL, CALL_END = "<think>", "</think>", "<tool_call>", "</tool_call>"
 FUNC, FUNC_END, PARAM, VALUE_END = "<function=", "</function>", "<parameter=", "\n</parameter>"
@@ -264,8 +265,8 @@ def _partial(buf: str, marker: str, lo: int) -> int:
     return i if i >= 0 and marker.startswith(buf[i:]) else len(buf)
 
 
-class LowerBoundStream:
-    """Shared by the streamed lower bounds: the text not read yet, each field's pieces, and the
+class SinglePassStream:
+    """Shared by the streamed single-pass baselines: the text not read yet, each field's pieces, and the
     text of a field emitted without its leading whitespace, its trailing whitespace held back
     until more text follows. Inside a text field (or arguments read as they are), a chunk that
     cannot start the field's end marker, with nothing held, is emitted at once."""
@@ -360,7 +361,7 @@ class LowerBoundStream:
         return _message("".join(self.reasoning), "".join(self.content), calls), out
 
 
-class LbJsonStream(LowerBoundStream):
+class LbJsonStream(SinglePassStream):
     START, CONTENT_END = "start", CALL
 
     def read(self, st: str, out: list, buf: str, pos: int) -> tuple[str, int, bool]:
@@ -410,7 +411,7 @@ class LbJsonStream(LowerBoundStream):
         return ("<", st, self.reasoning) if st == "reasoning" else None
 
 
-class LbXmlStream(LowerBoundStream):
+class LbXmlStream(SinglePassStream):
     def read(self, st: str, out: list, buf: str, pos: int) -> tuple[str, int, bool]:
         if st == "call":  # <function=NAME>
             f = buf.find(FUNC, pos)
@@ -464,7 +465,7 @@ class LbXmlStream(LowerBoundStream):
         return buf, j + len(CALL_END), True
 
 
-class LbPrefixedStream(LowerBoundStream):
+class LbPrefixedStream(SinglePassStream):
     CONTENT_END, AFTER_CONTENT = SECTION, "section"
 
     def read(self, st: str, out: list, buf: str, pos: int) -> tuple[str, int, bool]:
@@ -669,7 +670,7 @@ def ours(f: Format):
     return f.parser.parse, streamed(f.parser.stream)
 
 
-def lower_bound(f: Format):
+def single_pass(f: Format):
     return f.lb_one, streamed(f.lb_stream)
 
 
@@ -830,7 +831,7 @@ def measure(f: Format, size: int, row: Row, peers: dict[str, Any], stream_runs: 
     text, chunks = sample.text, chunks_of(sample.text)
     feeds = {"sglang": token_chunks(text, f.specials)}  # SGLang's detectors need special tokens whole
     row.size, row.calls, row.chunks = len(text), len(sample.calls), len(chunks)
-    contestants = {"ours": ours(f), "lb": lower_bound(f), **{k: v for k, v in peers.items() if v}}
+    contestants = {"ours": ours(f), "lb": single_pass(f), **{k: v for k, v in peers.items() if v}}
     one = alternate({k: (lambda fn=v[0]: fn(text)) for k, v in contestants.items()}, runs_for(size), row.one)
     stream = alternate({k: (lambda fn=v[1], c=feeds.get(k, chunks): fn(c)) if k != "hf" or size <= hf_stream_max
                         else None for k, v in contestants.items()}, stream_runs, row.stream)
@@ -840,7 +841,7 @@ def measure(f: Format, size: int, row: Row, peers: dict[str, Any], stream_runs: 
         fail(f"{f.name}, {len(text):,} bytes: our streamed message differs from the one-shot message")
     for kind, got in (("one-shot", one["lb"]), ("streamed", stream["lb"])):
         if without_ids(got) != without_ids(one["ours"]):
-            fail(f"{f.name}, {len(text):,} bytes: the {kind} lower bound's message differs from ours "
+            fail(f"{f.name}, {len(text):,} bytes: the {kind} single-pass baseline's message differs from ours "
                  f"({(problems(got, sample, exact=True) or ['ids aside'])[0]})")
     for who in peers:
         for kind, res in (("one-shot", one), ("stream", stream)):
@@ -872,8 +873,8 @@ def ratio(a: float | None, b: float | None) -> str:
 
 def report(f: Format, rows: list[Row], peers: dict[str, Any]) -> None:
     print(f"\n### {f.title} ({f.name}): {f.path.name}\n")
-    print("| bytes | calls | one-shot ms | LB ms | × LB | stream ms | LB stream ms | × LB | µs/chunk "
-          "| p99 µs | LB p99 µs | stream peak KiB |")
+    print("| bytes | calls | one-shot ms | SP ms | × SP | stream ms | SP stream ms | × SP | µs/chunk "
+          "| p99 µs | SP p99 µs | stream peak KiB |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         o, lb, s, ls = med(r.one["ours"]), med(r.one["lb"]), med(r.stream["ours"]), med(r.stream["lb"])
@@ -902,9 +903,9 @@ def report(f: Format, rows: list[Row], peers: dict[str, Any]) -> None:
 
 def summary(results: dict[str, list[Row]], peers: dict[str, dict[str, Any]]) -> None:
     """Targets of issue 15 at 100 KB and 1 MB (rows within 10 % of those sizes)."""
-    print("\n### Summary: ours ÷ lower bound (targets: one-shot ≤ 2, stream ≤ 3), peers ÷ ours (targets: > 1), "
+    print("\n### Summary: ours ÷ single-pass baseline (targets: one-shot ≤ 2, stream ≤ 3), peers ÷ ours (targets: > 1), "
           "p99 per chunk (target: < 20 µs at 1 MB)\n")
-    print("| format | bytes | one-shot × LB | stream × LB | p99 µs | HF ÷ ours one-shot | HF ÷ ours stream "
+    print("| format | bytes | one-shot × SP | stream × SP | p99 µs | HF ÷ ours one-shot | HF ÷ ours stream "
           "| SGL ÷ ours one-shot | SGL ÷ ours stream |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, rows in results.items():
@@ -968,7 +969,7 @@ def main(argv: list[str] | None = None) -> int:
             for size, row in zip(sizes, results[name]):
                 print(f"[{rep + 1}/{args.repeat}] {name} {size:,} bytes", file=sys.stderr, flush=True)
                 measure(FORMATS[name], size, row, peers[name], args.stream_runs, args.hf_stream_max)
-    print(f"Streaming in 4-character chunks; medians of {args.repeat} round(s); LB: the single-pass lower bound.")
+    print(f"Streaming in 4-character chunks; medians of {args.repeat} round(s); SP: the single-pass single-pass baseline.")
     for name in names:
         report(FORMATS[name], results[name], peers[name])
     summary(results, peers)
