@@ -384,8 +384,9 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
         why = next((f for k, f in prober.failures.items() if k.startswith("roundtrip:")), None)
         reason = (f"template refuses the conversation: {why.error}" if why else
                   "the rendered turn does not continue the generation prompt under any thinking setting, "
-                  "and cannot be spliced onto it (the turn is empty, or writes a reasoning block of its own "
-                  "after other text or inside the block the prompt closes)")
+                  "and cannot be spliced onto it (the turn is empty, is written inside another turn or a "
+                  "restated conversation, or writes a reasoning block of its own after other text or inside the "
+                  "block the prompt closes)")
         return FixedPoint(scenario, True, skipped=reason)
     prompt, generated = cut
     params = generate_parser(analysis, tools=tools, enable_thinking=enable)
