@@ -27,6 +27,11 @@ def _known(reason: str, failure: str, *scenarios: str) -> dict[str, tuple[str, s
     return {s: (reason, failure) for s in scenarios}
 
 
+NONE_READ = "the template writes reasoning, and the parser for thinking on reads none (REASONING_NONE"
+THINKING_KWARG = ("the template turns reasoning on with a switch named `thinking`, which the setting the parser takes "
+                  "for thinking on does not set, so it reads no reasoning (the request's chat_template_kwargs: "
+                  "issue 28)")
+
 KNOWN: dict[str, dict[str, tuple[str, str]]] = {
     "llama.cpp/CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": _known(
         "the template writes an assistant header after every conversation, whatever add_generation_prompt "
@@ -80,6 +85,31 @@ KNOWN: dict[str, dict[str, tuple[str, str]]] = {
         "a judge template: it writes a judge protocol naming the last speaker after the conversation, so the "
         "spliced turn carries the protocol for an assistant where the prompt has it for a user",
         "content \"The answer is 42.<|start_of_role|>judge_protocol<|end_of_role|>", "content", "reasoning+content"),
+    # the template writes reasoning (applicability's source facts) that the parser for thinking on
+    # does not read: the analysis misses listed in MISSED, and the templates switched by `thinking`
+    **{name: _known("the analysis misses the template's reasoning (its MISSED entry says how)", NONE_READ,
+                    "reasoning+content", *(("reasoning+tool_calls",) if calls else ()))
+       for name, calls in (("extra/CohereLabs-c4ai-command-a-03-2025-axolotl-rag.jinja", True),
+                           ("extra/CohereLabs-c4ai-command-a-03-2025-axolotl-tool_use.jinja", True),
+                           ("extra/CohereLabs-c4ai-command-a-03-2025-axolotl.jinja", False),
+                           ("extra/Motif-Technologies-Motif-2.6B.jinja", False),
+                           ("extra/QCRI-Fanar-1-9B-Instruct.jinja", False),
+                           ("extra/ServiceNow-AI-Apriel-1.5-15b-Thinker.jinja", True),
+                           ("llama.cpp/unsloth-Apriel-1.5.jinja", True),
+                           ("extra/microsoft-Phi-4-reasoning-vision-15B.jinja", False),
+                           ("extra/microsoft-Phi-4-reasoning.jinja", False),
+                           ("extra/microsoft-phi-4-axolotl.jinja", False),
+                           ("extra/skt-A.X-4.0-Light.jinja", True))},
+    "extra/inclusionAI-SingGuard-2b.jinja": _known(
+        "the analysis misses the template's reasoning (see MISSED)", NONE_READ, "reasoning+tool_calls"),
+    **{name: _known(THINKING_KWARG, NONE_READ, "reasoning+content", *(("reasoning+tool_calls",) if calls else ()))
+       for name, calls in (("extra/NousResearch-Hermes-4-14B.jinja", True), ("extra/NousResearch-Hermes-4.3-36B.jinja", True),
+                           ("extra/ibm-granite-granite-speech-3.3-2b.jinja", True),
+                           ("extra/ibm-granite-granite-speech-3.3-8b.jinja", False),
+                           ("llama.cpp/ibm-granite-granite-3.3-2B-Instruct.jinja", True))},
+    "extra/tencent-DeepSeek-V3.1-Terminus-W4AFP8.jinja": _known(
+        THINKING_KWARG, "the parser for thinking on reads none (REASONING_DISABLED", "reasoning+content",
+        "reasoning+tool_calls"),
     "extra/tiiuae-Falcon-H1-Tiny-Tool-Calling-90M.jinja": _known(
         "the template ends the content's turn ('\\n<|im_end|>') and writes the call after it with no header of its "
         "own: the parser keeps the newline in content, and the re-rendered turn has it twice",

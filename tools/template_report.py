@@ -624,11 +624,11 @@ def unchecked_tool_templates(analysed: list[dict[str, Any]]) -> dict[str, str]:
 def unchecked_reasoning_templates(analysed: list[dict[str, Any]]) -> dict[str, str]:
     """Templates that write reasoning (by their renders and source, not their analysis) none of
     whose reasoning scenarios was checked, each with the reason its first one gives."""
-    from generator.verify.fixed_point import NO_REASONING, NO_TOOLS
+    from generator.verify.fixed_point import CLOSED_REASONING, NO_REASONING, NO_TOOLS
     out = {}
     for t in analysed:
         runs = [v for k, v in t["scenarios"].items() if "reasoning" in k]
-        if any(v.get("skipped") == NO_REASONING for v in runs):
+        if any(v.get("skipped") in (NO_REASONING, CLOSED_REASONING) for v in runs):
             continue
         if runs and all(v.get("status") == "skip" for v in runs):
             out[t["name"]] = next((v.get("skipped", "") for v in runs if v.get("skipped") != NO_TOOLS), "")

@@ -24,7 +24,7 @@ from analyzer import probes as P
 from analyzer.caps import ToolProbeForms, detect_content_format, detect_stand_ins, thinking_controls, tool_call_messages
 from analyzer.errors import ChatAutoparserError, RenderLimitError
 from analyzer.load import LoadedTemplate
-from analyzer.markers import REASONING_WORDS, markers_in, mentions
+from analyzer.markers import REASONING_WORDS, is_closing, markers_in, mentions
 from analyzer.reasoning import block_shapes, closer_candidates, content_split
 from analyzer.prober import Prober
 from analyzer.template_info import TemplateInfo, template_info
@@ -46,6 +46,9 @@ class SourceFacts:
     # marker past answers are cut at
     reasoning_marker: str | None
     renders_tools: bool = False  # the request's tools show up in the prompt
+    # every generation prompt (each thinking switch on) ends by closing a block named for
+    # reasoning: the model cannot reason
+    closes_reasoning: bool = False
 
     @property
     def writes_reasoning(self) -> bool:
@@ -82,8 +85,29 @@ def _renders_tools(prober: Prober) -> bool:
     return all(shown.count(n) > plain.count(n) for n in names)
 
 
+def _closes_reasoning(prober: Prober, info: TemplateInfo | None) -> bool:
+    """Whether the generation prompt, under the template's default and each of its thinking
+    switches turned on, ends with a closing marker named for reasoning."""
+    for kwargs in _settings(info):
+        prompt = prober.render("applies:prompt", [P.user()], add_generation_prompt=True, record=False, **kwargs)
+        tail = markers_in((prompt or "").rstrip()[-64:])
+        if not (tail and (prompt or "").rstrip().endswith(tail[-1]) and is_closing(tail[-1])
+                and mentions(tail[-1], REASONING_WORDS)):
+            return False
+    return True
+
+
+# The values of one switch tried: True, and the constants the source compares it with.
+MAX_SWITCH_VALUES = 4
+
+
 def _settings(info: TemplateInfo | None) -> list[dict[str, Any]]:
-    return [{}] + [{name: True} for name in (thinking_controls(info) if info is not None else ())]
+    """The default, and each switch the source names for thinking set to True and to each
+    constant the source compares it with (``reasoning_effort == 'high'``)."""
+    out: list[dict[str, Any]] = [{}]
+    for name in thinking_controls(info) if info is not None else ():
+        out += [{name: v} for v in (True, *info.constants_for(name)[:MAX_SWITCH_VALUES])]
+    return out
 
 
 def _reasoning_messages(prober: Prober) -> list[dict[str, Any]]:
@@ -141,7 +165,8 @@ def _facts(template: LoadedTemplate, engine: str) -> SourceFacts:
         calls = _renders_calls(prober, one)
         return SourceFacts(renders_calls=calls, renders_parallel=calls and _renders_calls(prober, two),
                            renders_reasoning=_renders_reasoning(prober, info),
-                           reasoning_marker=_reasoning_marker(prober, info), renders_tools=_renders_tools(prober))
+                           reasoning_marker=_reasoning_marker(prober, info), renders_tools=_renders_tools(prober),
+                           closes_reasoning=_closes_reasoning(prober, info))
     except RenderLimitError:
         raise  # out of time or memory: unknown, not "nothing applies" (and not cached)
     except ChatAutoparserError:  # the template cannot be rendered at all: nothing applies

@@ -67,6 +67,7 @@ REASONING = "First, think it through."
 # skips decided by the template's own renders and source (applicability.py)
 NO_TOOLS = "template renders neither tool calls nor tools"
 NO_REASONING = "template writes no reasoning"
+CLOSED_REASONING = "the template closes the reasoning block in every generation prompt (the model cannot reason)"
 
 SCENARIOS = ("content", "reasoning+content", "tool_call", "parallel_tool_calls", "content+tool_calls",
              "reasoning+tool_calls", "tricky_arguments", "empty_arguments")
@@ -351,6 +352,8 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
     wants_reasoning = "reasoning" in scenario
     if wants_reasoning and not facts.writes_reasoning:
         return FixedPoint(scenario, True, skipped=NO_REASONING)
+    if wants_reasoning and facts.closes_reasoning:
+        return FixedPoint(scenario, True, skipped=CLOSED_REASONING)
     prober = prober or Prober(template, engine=analysis.engine)
     prober.content_format = caps.content_format
     for name in caps.stand_in_variables:  # custom variables the template cannot render without
@@ -390,13 +393,17 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
         return FixedPoint(scenario, True, skipped=reason)
     prompt, generated = cut
     params = generate_parser(analysis, tools=tools, enable_thinking=enable)
+    drops: list[str] = []
+    problems: list[str] = []
     if wants_reasoning and REASONING not in prompt + generated:  # the template drops it: write it by the markers
         reasoned = with_reasoning(analysis, generated, params.parser.mode)
         if reasoned is not None:
             generated, via = reasoned, via + "+markers"
+        elif params.parser.mode not in (ReasoningMode.OPTIONAL, ReasoningMode.FORCED_OPEN) or \
+                not analysis.content_structure.reasoning_end.strip():
+            problems.append(f"the template writes reasoning, and the parser for thinking on reads none "
+                            f"({params.parser.mode.value}, end marker {analysis.content_structure.reasoning_end!r})")
     parsed = params.parser.parse(generated)
-    drops: list[str] = []
-    problems: list[str] = []
     # reasoning
     if wants_reasoning:
         rendered_reasoning = REASONING in generated or REASONING in prompt
