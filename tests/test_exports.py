@@ -143,14 +143,6 @@ KNOWN: dict[str, dict[str, dict[str, str]]] = {
         'hf': known("parallel calls, each opened by its own '<function_call>' and closed by nothing: the json parser gets both objects as one region", *['parallel_tool_calls: parse_response raised ValueError: json parser could not parse region']),
         'hf-stream': known('the same as whole (hf)', *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
     },
-    'extra/Kwaipilot-HiPO-8B.jinja': {
-        'hf': known("the generation prompt ends with a text of its own ('<judge>\\n') after the assistant header: the response template's start anchor is the header, so transformers reads that text as content", *["!= transformers {'content': '<judge>', 'reasoning_conten", "!= transformers {'content': '<judge>The answer is 42.', ", "!= transformers {'content': '<judge>\\nThe answer is 42.'"]),
-        'hf-stream': known('the same as whole (hf)', *["!= transformers {'content': '<judge>', 'reasoning_conten", "!= transformers {'content': '<judge>The answer is 42.', ", "!= transformers {'content': '<judge>\\nThe answer is 42.'"]),
-    },
-    'extra/BAAI-BGE-VL-Screenshot.jinja': {
-        'hf': known("the generation prompt ends with '<|endoftext|>' after the assistant header: the response template's start anchor is the header, so transformers reads that token as content", *["!= transformers {'content': '<|endoftext|>The answer is "]),
-        'hf-stream': known('the same as whole (hf)', *["!= transformers {'content': '<|endoftext|>The answer is "]),
-    },
     'extra/dphn-Dolphin-Mistral-24B-Venice-Edition.jinja': {
         'hf-stream': known('parallel calls with no closer of their own: streaming, the json parser gets the next call with the arguments', *['parallel_tool_calls: ResponseParser streaming raised ValueError: json parser could not parse region']),
     },
@@ -253,3 +245,18 @@ def test_edgellm_mismatch_no_render_explains_fails(monkeypatch) -> None:
     monkeypatch.setattr(edgellm, "check", lambda *args, **kw: [wrong])
     v = verify_edgellm(t, a)
     assert v.status == "failing" and "differs" in v.reason
+
+
+def test_hf_start_anchor_takes_the_generation_prompts_own_text() -> None:
+    """Text every setting's generation prompt writes after the assistant header (not a reasoning
+    marker, nor the start of one) is the prompt's: the response template's anchor ends after it."""
+    import dataclasses
+    from analyzer import analyze_template
+    from generator.export.hf import response_template
+    a = analyze_template("templates/chatml-think.jinja")
+    assert response_template(a)["start_anchor"] == a.assistant_start
+    judged = dataclasses.replace(a, generation_prompt=a.assistant_start + "<judge>\n",
+                                 generation_prompt_thinking=a.assistant_start + "<judge>\n", thinking_settings=())
+    assert response_template(judged)["start_anchor"] == a.assistant_start + "<judge>\n"
+    opened = dataclasses.replace(judged, generation_prompt_thinking=a.assistant_start + "<think>\n")
+    assert response_template(opened)["start_anchor"] == a.assistant_start

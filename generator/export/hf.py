@@ -23,11 +23,13 @@ Example::
 
 from __future__ import annotations
 
+
 import json
 import re
 from typing import Any, Mapping, Sequence
 
 from analyzer.formatter import format_call
+from analyzer.diff import common_prefix_len
 from analyzer.structures import ContentMode, Part, ReasoningMode, TemplateAnalysis, ToolCallStructure
 from analyzer.walk import At, SkeletonVisitor, walk
 
@@ -300,12 +302,32 @@ def after_calls(ts: ToolCallStructure) -> list[str]:
 def _anchor(analysis: TemplateAnalysis) -> dict[str, str]:
     header = analysis.assistant_start
     if header.strip():
-        return {"start_anchor": header}
+        return {"start_anchor": header + _after_header(analysis)}
     forced = any(s.reasoning_mode == ReasoningMode.FORCED_OPEN for s in analysis.thinking_settings)
     if forced:
         raise _fail("the prompt opens reasoning but there is no assistant header to anchor the prefix on",
                     analysis)
     return {"start_anchor_pattern": r"\Z"}  # nothing of the prompt belongs to the message
+
+
+def _after_header(analysis: TemplateAnalysis) -> str:
+    """What every setting's generation prompt writes after the assistant header and before any
+    reasoning marker (``<judge>\\n``, a stray ``<|endoftext|>``): the prompt's, not the message's."""
+    prompts = {analysis.generation_prompt, analysis.generation_prompt_thinking}
+    prompts |= {p for s in analysis.thinking_settings for p in (s.generation_prompt, s.tools_generation_prompt) if p}
+    header = analysis.assistant_start
+    if not prompts or not all(p.startswith(header) for p in prompts):
+        return ""
+    tails = [p[len(header):] for p in prompts]
+    common = tails[0]
+    for tail in tails[1:]:  # (whole tokens: "<" of "<think>" and "</think>" is no text of its own)
+        common = common[:common_prefix_len(common, tail, tokens=True)]
+    cs = analysis.content_structure
+    for marker in (cs.reasoning_start.strip(), cs.reasoning_end.strip(), cs.content_start.strip()):
+        for tail in tails if marker else ():  # (nor the start of a marker one of them writes)
+            if 0 <= (i := tail.find(marker)) < len(common):
+                common = common[:i]
+    return common if common.strip() else ""
 
 
 def response_template(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, Any]] | None = None,
