@@ -36,19 +36,20 @@ both pinned to the same CPU, fed the corpus' templates alternately, each analyse
 the ratios over the templates both analyse.
 
 ``--llama-cpp BINARY`` compares with llama.cpp's auto-parser on the same templates. BINARY is a
-small harness built against llama.cpp's ``common`` library (not part of this repository): it
-reads template paths on stdin, one per line, and answers each at once with
-``wall_ms<TAB>cpu_ms<TAB>analysis_wall_ms<TAB>status<TAB>path``, after timing, cold, what
-llama.cpp does to load a template (``common_chat_template``: parse and capabilities),
-``autoparser::analyze_template`` and ``peg_generator::generate_parser`` without tools and, where
-the template supports tools, with the same two-tool request. Its runs alternate with ours,
-template by template, so both see the same load on the machine. To build one: take llama.cpp
-from the llama-cpp-python 0.3.36 sdist (``pip download --no-binary :all: --no-deps
-llama-cpp-python==0.3.36``, ``vendor/llama.cpp``), write a ``main.cpp`` doing the above, and a
-``CMakeLists.txt`` that ``add_subdirectory``\ s llama.cpp (``LLAMA_BUILD_COMMON=ON``, tests,
-tools, examples, server and ``LLAMA_OPENSSL`` off) and links the executable to ``llama-common``;
-``cmake -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build --target <name>`` (about ten
-minutes on two cores).
+small harness built against llama.cpp's ``common`` library: given the request's tools as JSON (its
+argument: :data:`TOOLS`), it reads template paths on stdin, one per line, and answers each at once
+with
+``wall_ms<TAB>cpu_ms<TAB>analysis_wall_ms<TAB>status<TAB>path`` (status ``ok`` or a short error
+word), after timing, cold, what llama.cpp does to load a template
+(``common_chat_template``: parse and capabilities), ``autoparser::analyze_template`` and
+``peg_generator::generate_parser`` without tools and, where the template supports tools, with the
+same two-tool request. Its runs alternate with ours, template by template, so both see the same
+load on the machine. Its source is ``benchmarks/llamacpp_harness/`` (``main.cpp``, and a
+``CMakeLists.txt`` that adds the llama.cpp tree given by ``LLAMA_CPP_DIR`` and links the
+executable to ``llama-common``); ``python benchmarks/build_llamacpp_harness.py`` builds it against
+the llama.cpp of the llama-cpp-python 0.3.36 sdist (downloaded into
+``~/.cache/chat-autoparser/llamacpp-harness``; about ten minutes on two cores the first time) and
+prints the binary's path.
 """
 
 from __future__ import annotations
@@ -254,7 +255,7 @@ class LlamaCpp:
     """llama.cpp's auto-parser, timed by an external harness answering one template per line."""
 
     def __init__(self, binary: str) -> None:
-        self.proc = subprocess.Popen([binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([binary, json.dumps(TOOLS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, bufsize=1)
 
     def measure(self, path: Path) -> dict[str, Any]:
