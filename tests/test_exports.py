@@ -232,7 +232,7 @@ def test_edgellm_explains_a_message_rewritten_once_others_follow() -> None:
                          "Think first.\n{% endif %}{{ m.content }}<|im_end|>\n{% endfor %}"
                          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     v = verify_edgellm(t, a)
-    assert v.status == "not_expressible" and "once more messages follow it" in v.reason
+    assert v.status == "not_expressible" and "once more messages follow them" in v.reason
 
 
 def test_edgellm_mismatch_no_render_explains_fails(monkeypatch) -> None:

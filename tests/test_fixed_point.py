@@ -22,17 +22,23 @@ THINK_FLAG = ("thinking is switched by /think and /no_think inside the system me
               "variable; with thinking on, the template writes a past answer inside an unclosed <think> "
               "block, so the answer reads back as reasoning")
 
-def _known(reason: str, failure: str, *scenarios: str) -> dict[str, tuple[str, str]]:
-    """Scenarios excused by ``reason`` that must fail with ``failure`` in their problems."""
-    return {s: (reason, failure) for s in scenarios}
+def _known(reason: str, failure: str | tuple[str, ...], *scenarios: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Scenarios excused by ``reason`` whose every problem holds one of ``failure`` (a text, or
+    several), each of which some problem holds."""
+    return {s: (reason, (failure,) if isinstance(failure, str) else failure) for s in scenarios}
 
 
+# the re-rendered past answer loses what the template wrote inside its unclosed <think> block
+NEMOTRON_REBUILT = "raw output:     '<SPECIAL_11>Assistant\\n<think>\\nThe answer'\n  parsed message: ''"
+JUDGE = ("a judge template: it writes a judge protocol naming the last speaker after the conversation, so the "
+         "spliced turn carries the protocol for an assistant where the prompt has it for a user")
+JUDGE_CONTENT = "content \"The answer is 42.<|start_of_role|>judge_protocol<|end_of_role|>"
 NONE_READ = "the template writes reasoning, and the parser for thinking on reads none (REASONING_NONE"
 THINKING_KWARG = ("the template turns reasoning on with a switch named `thinking`, which the setting the parser takes "
                   "for thinking on does not set, so it reads no reasoning (the request's chat_template_kwargs: "
                   "issue 28)")
 
-KNOWN: dict[str, dict[str, tuple[str, str]]] = {
+KNOWN: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
     "llama.cpp/CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": _known(
         "the template writes an assistant header after every conversation, whatever add_generation_prompt "
         "says, and a shorter one (no empty thinking block) with thinking on: the rendered turn ends with that "
@@ -44,32 +50,42 @@ KNOWN: dict[str, dict[str, tuple[str, str]]] = {
         "(`<|channel|>analysis<|message|>...<|end|>`), which the parser built for that setting does not expect; "
         "the whole output is read as reasoning. Seen once the probe tools carried parameter descriptions, "
         "which this template prints unguarded (before, the scenario rendered nothing)",
-        "unexpected reasoning 'The answer is 42.<|end|>", "content+tool_calls"),
+        ("unexpected reasoning 'The answer is 42.<|end|>", "content None != 'The answer is 42.'"), "content+tool_calls"),
     "extra/Motif-Technologies-Motif-3-Beta.jinja": _known(
         "the template writes empty arguments as nothing ('\"arguments\": }'), which is not JSON (checked on the "
         "history's turn spliced onto the prompt)", "parse error: invalid JSON (kept as raw text)", "empty_arguments"),
     "llama.cpp/MiniMax-M3.jinja": _known(
         "nested object and array values are written as nested tagged units; the analysis reads one level of "
-        "units (our limitation)", "parameter 'item' of 'search_docs' written twice", "tricky_arguments"),
+        "units (our limitation)", ("parameter 'item' of 'search_docs' written twice", "'filters': ']<]minimax[>[<nested>"),
+        "tricky_arguments"),
     "llama.cpp/NVIDIA-Nemotron-Nano-v2.jinja": {
-        **_known(THINK_FLAG, "does not reconstruct the render", "content"),
+        **_known(THINK_FLAG, NEMOTRON_REBUILT, "content"),
         **_known(THINK_FLAG, "content '<SPECIAL_11>Assistant\\n' != 'The answer is 42.'", "content+tool_calls")},
-    "extra/nvidia-NVIDIA-Nemotron-Nano-12B-v2.jinja": _known(
-        THINK_FLAG, "does not reconstruct the render", "content", "content+tool_calls"),
+    "extra/nvidia-NVIDIA-Nemotron-Nano-12B-v2.jinja": _known(THINK_FLAG, NEMOTRON_REBUILT, "content", "content+tool_calls"),
     "extra/google-gemma-3-27b-it-vllm_tool_gemma3_pythonic.jinja": {
         **_known(JOINED, "'days': '3metric=true'", "tool_call", "parallel_tool_calls", "content+tool_calls"),
         **_known(JOINED, "'limit': '-7tags=", "tricky_arguments")},
     "extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-vllm_tool_llama4_pythonic.jinja": _known(
-        UNESCAPED, "arguments {'query': 'Zürich '}", "tricky_arguments"),
-    "extra/LiquidAI-LFM2.5-VL-450M.jinja": _known(UNESCAPED, "arguments {'query': 'Zürich '}", "tricky_arguments"),
+        UNESCAPED, ("arguments {'query': 'Zürich '}", "unexpected content 'quoted\"", "parse error: '<|eot|>' at 167 before '('"),
+        "tricky_arguments"),
+    "extra/LiquidAI-LFM2.5-VL-450M.jinja": _known(UNESCAPED, ("arguments {'query': 'Zürich '}", "unexpected content 'quoted\""),
+                                                  "tricky_arguments"),
     "extra/muse-glimmer-vllm_tool_muse_glimmer.jinja": {
         **_known("the template writes reasoning on a tool-call turn as a message addressed to 'self' in the "
                  "channel header, which the analysis does not model",
-                 "unexpected content '<|message|>First, think it through.<|start|>assistant'", "reasoning+tool_calls"),
+                 ("unexpected content '<|message|>First, think it through.<|start|>assistant'",
+                  "reasoning None != 'First, think it through.'", "2 tool calls parsed, 1 expected",
+                  "call name 'self' != 'get_weather'", "arguments {} != {'city': 'Paris'",
+                  "parse error: expected '<atem:function_calls>'"), "reasoning+tool_calls"),
         **_known("the analysis takes the system block for the generation prompt and the assistant header with "
                  "its 'to=user' recipient for the content's opener, so an answer written after the real "
                  "generation prompt keeps '<|message|>' (seen once the turn was spliced onto the prompt)",
-                 "content '<|message|>", "content", "reasoning+content")},
+                 ("content '<|message|>", "1 tool calls parsed, 0 expected", "parse error: expected '<atem:function_calls>'"),
+                 "content"),
+        **_known("the analysis takes the system block for the generation prompt and the assistant header with "
+                 "its 'to=user' recipient for the content's opener (seen once the turn was spliced onto the prompt)",
+                 ("content '<|message|>", "reasoning None != 'First, think it through.'",
+                  "1 tool calls parsed, 0 expected", "parse error: expected '<atem:function_calls>'"), "reasoning+content")},
     "extra/Featherless-Chat-Models-llama2-13b-chat-hf.jinja": _known(
         "the template prints a fragment of its own code (\" == 'user') \") before an answer",
         "content \" == 'user') The answer is 42.\"", "content"),
@@ -80,11 +96,12 @@ KNOWN: dict[str, dict[str, tuple[str, str]]] = {
     "extra/meta-llama-Llama-4-Scout-17B-16E-Instruct-axolotl.jinja": _known(
         "with content, the template wraps the answer in <|python_start|>...<|python_end|> and writes the call "
         "as bare JSON with 'parameters': a form the analysis, which learns calls from turns without content, "
-        "does not know", "content '<|python_start|>The answer is 42.<|python_end|>", "content+tool_calls"),
-    "extra/ibm-granite-granite-guardian-3.3-8b.jinja": _known(
-        "a judge template: it writes a judge protocol naming the last speaker after the conversation, so the "
-        "spliced turn carries the protocol for an assistant where the prompt has it for a user",
-        "content \"The answer is 42.<|start_of_role|>judge_protocol<|end_of_role|>", "content", "reasoning+content"),
+        "does not know", ("content '<|python_start|>The answer is 42.<|python_end|>", "0 tool calls parsed, 1 expected"),
+        "content+tool_calls"),
+    "extra/ibm-granite-granite-guardian-3.3-8b.jinja": {
+        **_known(JUDGE, JUDGE_CONTENT, "content"),
+        **_known(JUDGE + "; and the analysis misses the template's reasoning (its MISSED entry says how)",
+                 (JUDGE_CONTENT, NONE_READ), "reasoning+content")},
     # the template writes reasoning (applicability's source facts) that the parser for thinking on
     # does not read: the analysis misses listed in MISSED, and the templates switched by `thinking`
     **{name: _known("the analysis misses the template's reasoning (its MISSED entry says how)", NONE_READ,
@@ -113,20 +130,27 @@ KNOWN: dict[str, dict[str, tuple[str, str]]] = {
     "extra/tiiuae-Falcon-H1-Tiny-Tool-Calling-90M.jinja": _known(
         "the template ends the content's turn ('\\n<|im_end|>') and writes the call after it with no header of its "
         "own: the parser keeps the newline in content, and the re-rendered turn has it twice",
-        "does not reconstruct the render", "content+tool_calls"),
+        "parsed message: '\\n<|im_end|><tool_call>", "content+tool_calls"),
 }
 
 
-def _failures(fixed: dict) -> dict[str, str]:
+def _failures(fixed: dict) -> dict[str, list[str]]:
     out = {}
     for name, r in fixed.items():
         if r.skipped:
             continue
         if not r.ok:
-            out[name] = "; ".join(r.problems)
+            out[name] = list(r.problems)
         elif r.reconstructs is False:
-            out[name] = "does not reconstruct the render:\n" + r.reconstruct_diff
+            out[name] = ["does not reconstruct the render:\n" + r.reconstruct_diff]
     return out
+
+
+def _otherwise(problems: list[str], texts: tuple[str, ...]) -> list[str]:
+    """What of a failure its KNOWN texts do not say: problems none of them is in, and texts in
+    no problem."""
+    return [p for p in problems if not any(t in p for t in texts)] + \
+        [f"(KNOWN text not seen: {t!r})" for t in texts if not any(t in p for p in problems)]
 
 
 def test_fixed_point(corpus_entry, fixed_points):
@@ -138,11 +162,11 @@ def test_fixed_point(corpus_entry, fixed_points):
     known = KNOWN.get(corpus_entry.name, {})
     new = {s: why for s, why in failures.items() if s not in known}
     fixed_now = sorted(s for s in known if s not in failures)
-    otherwise = {s: failures[s] for s, (_, failure) in known.items() if s in failures and failure not in failures[s]}
-    assert not new, f"{corpus_entry.name}: " + "\n".join(f"{s}: {why}" for s, why in new.items())
+    otherwise = {s: odd for s, (_, texts) in known.items() if s in failures and (odd := _otherwise(failures[s], texts))}
+    assert not new, f"{corpus_entry.name}: " + "\n".join(f"{s}: {'; '.join(why)}" for s, why in new.items())
     assert not fixed_now, f"{corpus_entry.name}: {fixed_now} pass now: take them off KNOWN"
     assert not otherwise, f"{corpus_entry.name}: fails otherwise than KNOWN says: " + "\n".join(
-        f"{s}: {why} (KNOWN: {known[s][1]!r})" for s, why in otherwise.items())
+        f"{s}: {'; '.join(odd)}" for s, odd in otherwise.items())
 
 
 def test_known_entries_are_corpus_templates(corpus):

@@ -51,6 +51,13 @@ KEPT = ("templates", "analysed", "errors", "timeouts", "unchecked_tool_templates
         "grammar", "tool_templates", "deviations")
 
 
+def _instructed(summary: dict[str, Any]) -> str:
+    """The tool templates checked only on the call their instructions spell."""
+    n = summary["fixed_point"].get("tool_call", {}).get("instructed", 0)
+    return (f", and {n} more only on the call their instructions spell, read by the reader that gives the "
+            f"analysis its syntax" if n else "")
+
+
 def _reasoning(summary: dict[str, Any]) -> str:
     """The templates that write reasoning with none of it checked (older summaries lack them)."""
     if "unchecked_reasoning_templates" not in summary:
@@ -70,7 +77,7 @@ def figures_markdown(summary: dict[str, Any]) -> str:
             f"point (pass / fail per scenario, of which spliced onto the prompt, and of which the call its instructions spell): {fixed} (the rest do not apply to the "
             f"template, or it drops the reasoning they would read back). {len(summary['unchecked_tool_templates'])} of the {summary['tool_templates']} templates "
             f"whose analysis finds tool calls have no checked tool-call output (listed in the report with the "
-            f"reason){_reasoning(summary)}. Re-rendering the parsed message reproduces the template's own text in {r['ok']} of "
+            f"reason){_instructed(summary)}{_reasoning(summary)}. Re-rendering the parsed message reproduces the template's own text in {r['ok']} of "
             f"{r['checked']} cases. {g['grammars']} distinct grammars ({g['templates_with_grammar']} templates, "
             f"{g['lazy']} lazy): {g['gbnf_clean']} pass our strict GBNF check, {g['llguidance_compiled']} compile "
             f"in llguidance, and llguidance accepts {g['accepts']} of {g['accept_checked']} "

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from analyzer.diff import common_prefix_len
 from analyzer.errors import RenderError
 from analyzer.load import LoadedTemplate
 from analyzer.render import make_renderer
@@ -246,18 +247,31 @@ def explain(template: LoadedTemplate, analysis: TemplateAnalysis, bad: Mapping[s
     template's own renders, or None when nothing shows it (a mismatch the export should not have).
 
     Edge-LLM writes a conversation as the concatenation of its messages, so a template that
-    refuses the conversation, or writes a message differently once more messages follow it,
-    cannot be flattened."""
+    refuses the conversation cannot be flattened, nor one that writes the messages up to a user
+    message differently once more messages follow them (the render of that shorter conversation,
+    ending as :func:`check`'s do, is not where the whole one starts), when the flattened
+    conversation parts from the template's no earlier than the two renders part."""
     if bad["jinja"] is None:
         return f"the template refuses conversation {bad['conversation']!r}"
     conv = dict(CONVERSATIONS)[bad["conversation"]]
     r = _Renders(template, "jinja2", {**_setting_kwargs(analysis, bad["enable_thinking"]),
                                        **dict(chat_template_kwargs or {})})
-    renders = [r(list(conv[:k])) for k in range(1, len(conv) + 1)]
-    for k, (shorter, longer) in enumerate(zip(renders, renders[1:]), start=1):
-        if shorter is not None and longer is not None and not longer.startswith(shorter):
-            return (f"the template writes a message differently once more messages follow it (message {k} of "
-                    f"conversation {bad['conversation']!r})")
+    jinja = r(list(conv), True)  # (rendered again: the verdict rests on the template's renders alone)
+    if jinja is None:
+        return f"the template refuses conversation {bad['conversation']!r}"
+    jinja = jinja[len(r.lead(jinja)):]
+    differs_at = common_prefix_len(jinja, bad["flattened"])
+    for k in range(1, len(conv)):
+        if conv[k - 1][0] != "user":
+            continue
+        shorter = r(list(conv[:k]))
+        if shorter is None:
+            continue
+        shorter = shorter[len(r.lead(shorter)):]
+        parts_at = common_prefix_len(shorter, jinja)
+        if parts_at < len(shorter) and differs_at >= parts_at:
+            return (f"the template writes the first {k} message(s) differently once more messages follow them "
+                    f"(conversation {bad['conversation']!r})")
     return None
 
 

@@ -27,7 +27,7 @@ from analyzer.diff import common_prefix_len, diff
 from analyzer.formatter import format_tool_calls
 from analyzer.instructions import read_instructions
 from analyzer.load import LoadedTemplate
-from analyzer.markers import is_marker, markers_in, tokenize
+from analyzer.markers import REASONING_WORDS, is_closing, is_marker, markers_in, mentions, pairs, tokenize
 from analyzer.prober import Prober
 from analyzer.structures import ReasoningMode, TemplateAnalysis
 
@@ -141,7 +141,7 @@ def generated_text(prober: Prober, message: dict[str, Any], tools: Any,
 
 
 def spliced_text(analysis: TemplateAnalysis, prompt: str, full: str, wants_reasoning: bool,
-                 forced_open: bool = False) -> str | None:
+                 forced_open: bool = False, generation_prompt: tuple[str, ...] | None = None) -> str | None:
     """What a model writes after ``prompt`` when the render of the history (``full``) does not
     continue it: the history's turn from where its header ends, onto the prompt.
 
@@ -149,11 +149,16 @@ def spliced_text(analysis: TemplateAnalysis, prompt: str, full: str, wants_reaso
     otherwise, a system block or a user-side flag placed before the new turn, a reasoning block
     the history leaves out) and the history writes its turn. The turn's body starts after the
     longest tail of the prompt's text (a reasoning block at its very end aside) that the turn also
-    writes, or right where the two part when the turn writes none of it. A reasoning block the
-    prompt leaves open (``forced_open``: the setting starts the output inside reasoning without a
-    start marker) is closed by the analysis' own end marker, with the scenario's reasoning inside;
-    after a block the prompt closes, the model goes on with the turn. None when the turn is empty
-    or writes reasoning inside a block the prompt closed.
+    writes as whole tokens, or right where the two part when the turn writes none of it and the
+    prompt's text ends the prompt whatever the turn (``generation_prompt``: renders it ends, what
+    add_generation_prompt adds and the bare prompt; the analysis' generation prompts when not
+    given). A block the template
+    writes after the last turn and the prompt before its header is not the model's. A reasoning
+    block the prompt leaves open (``forced_open``: the prompt's last line names reasoning with no
+    marker) is closed by the analysis' own end marker, with the scenario's reasoning inside; after
+    a block the prompt closes, the model goes on with the turn. None when the turn is empty, is
+    written inside another turn or a restated conversation, or writes a reasoning block of its own
+    after other text or inside the block the prompt closed.
 
     Example::
 
@@ -177,8 +182,11 @@ def spliced_text(analysis: TemplateAnalysis, prompt: str, full: str, wants_reaso
         return None
     core, block = _reasoning_tail(added, start, end)
     opened = block == "open" or (forced_open and block == "")
-    prompts = {analysis.generation_prompt, analysis.generation_prompt_thinking}
-    prompts |= {p for x in analysis.thinking_settings for p in (x.generation_prompt, x.tools_generation_prompt) if p}
+    if generation_prompt is not None:  # (rendered)
+        prompts = set(generation_prompt)
+    else:
+        prompts = {analysis.generation_prompt, analysis.generation_prompt_thinking}
+        prompts |= {p for x in analysis.thinking_settings for p in (x.generation_prompt, x.tools_generation_prompt) if p}
     turn = _after_header(core, turn, within_prompt=not core.strip() or any(p.endswith(core) for p in prompts))
     if turn is None:
         return None
@@ -205,6 +213,13 @@ def spliced_text(analysis: TemplateAnalysis, prompt: str, full: str, wants_reaso
         if end and end in turn:  # reasoning inside a block the prompt closed empty
             return None
     return turn
+
+
+def _opens_reasoning(prompt: str) -> bool:
+    """Whether the prompt's last line names reasoning and closes nothing (``Here are my reasoning
+    steps:``): the model starts inside reasoning though no marker opens it."""
+    last = prompt.rstrip().rsplit("\n", 1)[-1]
+    return mentions(last, REASONING_WORDS) and not any(is_closing(m) for m in markers_in(last))
 
 
 def _reasoning_tail(added: str, start: str, end: str) -> tuple[str, str]:
@@ -283,12 +298,25 @@ def _after_header(core: str, turn: str, within_prompt: bool) -> str | None:
     return turn[len(ws):] if ws and turn.startswith(ws) else turn
 
 
+def _unwritten_markers(start: str, end: str, written: str) -> list[str]:
+    """The reasoning markers the template does not write (``written``: its source and prompt),
+    each as its marker-shaped pieces; one of the two may be missing when it pairs with the other
+    (a template that cuts past answers at ``</think>`` writes no ``<think>``)."""
+    def own(marker: str) -> bool:
+        return all(piece in written for piece in (markers_in(marker) or [marker]))
+    missing = [m for m in (start, end) if m and not own(m)]
+    if len(missing) == 1 and start and end and pairs(start, end):
+        return []
+    return missing
+
+
 def with_reasoning(analysis: TemplateAnalysis, generated: str, mode: ReasoningMode) -> str | None:
     """``generated`` with :data:`REASONING` written the way the analysis reads reasoning, for a
     template that drops a message's reasoning from every turn it renders: inside the block the
     prompt opened (``mode`` forced open), inside the empty block the turn writes, or in a block of
-    the analysis' own markers before the turn. None when the setting reads no reasoning or the
-    analysis has no end marker.
+    the analysis' own markers before the turn. None when the setting reads no reasoning, the
+    analysis has no end marker, the turn's own block holds something, or there is no start marker
+    to open a block with.
 
     Example::
 
@@ -365,11 +393,12 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
         for i, call in enumerate(message.get("tool_calls") or []):
             call["id"] = f"{call['function']['name']}:{i}"
     tools = RT_TOOLS if (uses_tools or caps.requires_tools) else None
-    written, unspelled = message, []
+    written = message
     if instructed:  # the call the instructions spell, written as the turn's text
-        written, unspelled = instructed_message(prober, message)
+        written = instructed_message(prober, message)
         if written is None:
-            return FixedPoint(scenario, True, skipped=unspelled[0])
+            return FixedPoint(scenario, True, skipped="template renders the tools but no tool calls, and its "
+                                                        "instructions spell no call syntax the reader finds")
     cut, enable, via = None, True, "render" if not instructed else "instructions"
     settings = _settings_for(analysis, wants_reasoning)
     for enable, kwargs in settings:
@@ -378,8 +407,12 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
             break
     for enable, kwargs in settings if cut is None else ():  # the history leaves out a block the prompt writes
         renders = turn_renders(prober, written, tools, kwargs)
-        forced = generate_parser(analysis, tools=tools, enable_thinking=enable).parser.mode == ReasoningMode.FORCED_OPEN
-        spliced = spliced_text(analysis, *renders, wants_reasoning, forced) if renders is not None else None
+        spliced = None
+        if renders is not None:
+            plain = prober.render(f"roundtrip:prompt-bare{repr(sorted(kwargs.items()))}", [P.user(QUESTION)],
+                                  tools=tools, **kwargs)
+            ends = None if plain is None else (renders[0][common_prefix_len(plain, renders[0], tokens=True):], plain)
+            spliced = spliced_text(analysis, *renders, wants_reasoning, _opens_reasoning(renders[0]), ends)
         if spliced is not None:
             cut, via = (renders[0], spliced), "splice" if not instructed else "instructions+splice"
             break
@@ -396,13 +429,20 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
     drops: list[str] = []
     problems: list[str] = []
     if wants_reasoning and REASONING not in prompt + generated:  # the template drops it: write it by the markers
-        reasoned = with_reasoning(analysis, generated, params.parser.mode)
-        if reasoned is not None:
-            generated, via = reasoned, via + "+markers"
-        elif params.parser.mode not in (ReasoningMode.OPTIONAL, ReasoningMode.FORCED_OPEN) or \
-                not analysis.content_structure.reasoning_end.strip():
+        cs, mode = analysis.content_structure, params.parser.mode
+        reasoned = with_reasoning(analysis, generated, mode)
+        unwritten = _unwritten_markers(cs.reasoning_start.strip(), cs.reasoning_end.strip(),
+                                       "\n".join(template.variants.values()) + prompt)
+        if mode not in (ReasoningMode.OPTIONAL, ReasoningMode.FORCED_OPEN) or not cs.reasoning_end.strip():
             problems.append(f"the template writes reasoning, and the parser for thinking on reads none "
-                            f"({params.parser.mode.value}, end marker {analysis.content_structure.reasoning_end!r})")
+                            f"({mode.value}, end marker {cs.reasoning_end!r})")
+        elif reasoned is None:
+            problems.append(f"the template drops the message's reasoning, and the analysis' markers "
+                            f"({cs.reasoning_start!r}, {cs.reasoning_end!r}) cannot write it into the turn")
+        elif unwritten:
+            problems.append(f"the analysis' reasoning markers {unwritten!r} are not in the template")
+        else:
+            generated, via = reasoned, via + "+markers"
     parsed = params.parser.parse(generated)
     # reasoning
     if wants_reasoning:
@@ -452,7 +492,6 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
             drops.append("call ids") if "call ids" not in drops else None
     if "parse_error" in parsed:
         problems.append(f"parse error: {parsed['parse_error']['message']}")
-    problems += unspelled
     rebuilt = _render_parsed(prober, parsed, forms, tools, kwargs_for(analysis, enable)) if via == "render" else None
     reconstructs, diff = None, ""
     if rebuilt is not None:
@@ -464,27 +503,24 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
                       enable_thinking=enable, with_tools=tools is not None, prompt=prompt, via=via)
 
 
-def instructed_message(prober: Prober, message: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+def instructed_message(prober: Prober, message: dict[str, Any]) -> dict[str, Any] | None:
     """For a template that renders the tools but no tool calls: ``message`` with its calls
-    written as its text in the syntax the template's instructions spell (the instructions'
-    reader, run on what passing the tools adds to the prompt), so the template renders the turn a
-    model following them writes, and the call text's markers the instructions do not write.
-    (None, [why]) when they spell no syntax."""
+    written as its text in the syntax the template's instructions spell, as the instructions'
+    reader (run on what passing the tools adds to the prompt) reads them, so the template renders
+    the turn a model following them writes. None when the reader finds no syntax.
+
+    The analysis of such a template reads its syntax with the same reader, so this checks that
+    the parser reads back what the instructions are read to say, not the reading itself."""
     plain = prober.render("roundtrip:instructions:none", [P.user(QUESTION)], add_generation_prompt=True) or ""
     shown = prober.render("roundtrip:instructions", [P.user(QUESTION)], tools=RT_TOOLS,
                           add_generation_prompt=True) or ""
-    section = diff(plain, shown).b_middle(shown)
-    its = read_instructions(section)
+    its = read_instructions(diff(plain, shown).b_middle(shown))
     if its is None:
-        return None, ["template renders the tools but no tool calls, and its instructions spell no call syntax"]
+        return None
     calls = [{"name": n, "arguments": a} for n, a, _ in _expected_calls(message)]
-    text = format_tool_calls(its, calls)
-    pieces = [its.tool_section_start, its.tool_section_end] + [p.text for p in its.call_parts if p.kind == "lit"]
-    spelled = sorted({m for p in pieces for m in markers_in(p)})
-    unspelled = [f"the instructed call's marker {w!r} is not in the prompt" for w in spelled if w not in section]
     content = message.get("content") or ""
     extra = {k: v for k, v in message.items() if k not in ("role", "content", "tool_calls")}
-    return P.assistant(content + ("\n" if content else "") + text, **extra), unspelled
+    return P.assistant(content + ("\n" if content else "") + format_tool_calls(its, calls), **extra)
 
 
 def kwargs_for(analysis: TemplateAnalysis, enable_thinking: bool) -> dict[str, Any]:
