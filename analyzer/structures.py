@@ -297,6 +297,12 @@ class TemplateAnalysis:
     def setting(self, name: str) -> ThinkingSetting | None:
         return next((s for s in self.thinking_settings if s.name == name), None)
 
+    def generation_prompts(self) -> set[str]:
+        """Every generation prompt the analysis found: the default and thinking ones, and each
+        setting's, with and without tools."""
+        return {self.generation_prompt, self.generation_prompt_thinking} | {
+            p for s in self.thinking_settings for p in (s.generation_prompt, s.tools_generation_prompt) if p}
+
 
 # --------------------------------------------------------------------------- (de)serialization
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Sequence
 
 from . import probes as P
 from .caps import ToolProbeForms, tool_call_messages, tool_forms
@@ -787,11 +787,12 @@ def _classify(ts: ToolCallStructure, generation_prompt: str = "") -> ToolCallStr
 
 # --------------------------------------------------------------------------- entry point
 
-def _tools_section(prober: Prober) -> str:
-    """What passing tools adds to the prompt (the tools list and any instructions)."""
-    base = [P.user()]
+def tools_section(prober: Prober, tools: Sequence[Any] | None = None, user: str = P.USER) -> str:
+    """What passing ``tools`` (the probe tools by default) adds to the prompt of one ``user``
+    message: the tools list and any instructions."""
+    base = [P.user(user)]
     plain = prober.render("tools_section:none", base, add_generation_prompt=True) or ""
-    with_tools = prober.render("tools_section", base, tools=probe_tools(), add_generation_prompt=True) or ""
+    with_tools = prober.render("tools_section", base, tools=tools or probe_tools(), add_generation_prompt=True) or ""
     d = diff(plain, with_tools)
     return d.b_middle(with_tools)
 
@@ -817,7 +818,7 @@ def _analyze_tools(prober: Prober, caps: Caps, turns: Turns, reasoning: Reasonin
         why = prober.failures.get("tool_call[object args]") or prober.failures.get("tool_call[string args]")
         if why is not None and why.kind == "raised":
             return _unsupported(f"template raises on assistant tool calls: {why.error}")
-        read = read_instructions(_tools_section(prober))
+        read = read_instructions(tools_section(prober))
         if read is not None:
             return read
         return _unsupported("template renders the tools list but not assistant tool calls, "
@@ -866,7 +867,7 @@ def _instructed_openers(c: _Ctx, ts: ToolCallStructure) -> tuple[str, ...]:
     if ts.tool_section_start.strip() or first is None or first.kind != "lit" or not first.text.startswith("{"):
         return ()
     names = tuple(t["function"]["name"] for t in probe_tools())
-    return instructed_openers(_tools_section(c.prober), first.text, names)
+    return instructed_openers(tools_section(c.prober), first.text, names)
 
 
 def _content_and_reasoning(c: _Ctx, ts: ToolCallStructure) -> ToolCallStructure:

@@ -72,16 +72,18 @@ def figures_markdown(summary: dict[str, Any]) -> str:
     fixed = ", ".join(f"{NAMES.get(name, name)} {f['pass']}/{f['fail']} ({f['spliced']}, {f.get('instructed', 0)})"
                       for name in order for f in [summary["fixed_point"][name]])
     g, r = summary["grammar"], summary["reconstructs"]
+    unchecked = len(summary["unchecked_tool_templates"])
     text = (f"Measured on the {summary['templates']}-template corpus: {summary['analysed']} templates analysed, "
             f"{summary['errors']} typed `AnalysisError`s, {summary['timeouts']} timeouts. Render → parse fixed "
-            f"point (pass / fail per scenario, of which spliced onto the prompt, and of which the call its instructions spell): {fixed} (the rest do not apply to the "
-            f"template, or it drops the reasoning they would read back). {len(summary['unchecked_tool_templates'])} of the {summary['tool_templates']} templates "
-            f"whose analysis finds tool calls have no checked tool-call output (listed in the report with the "
-            f"reason){_instructed(summary)}{_reasoning(summary)}. Re-rendering the parsed message reproduces the template's own text in {r['ok']} of "
-            f"{r['checked']} cases. {g['grammars']} distinct grammars ({g['templates_with_grammar']} templates, "
-            f"{g['lazy']} lazy): {g['gbnf_clean']} pass our strict GBNF check, {g['llguidance_compiled']} compile "
-            f"in llguidance, and llguidance accepts {g['accepts']} of {g['accept_checked']} "
-            f"rendered tool-call outputs.")
+            f"point (pass / fail per scenario, of which spliced onto the prompt, and of which the call its "
+            f"instructions spell): {fixed} (the rest do not apply to the template, or it drops the reasoning "
+            f"they would read back). {unchecked} of the {summary['tool_templates']} templates whose analysis "
+            f"finds tool calls have no checked tool-call output (listed in the report with the reason)"
+            f"{_instructed(summary)}{_reasoning(summary)}. Re-rendering the parsed message reproduces the "
+            f"template's own text in {r['ok']} of {r['checked']} cases. {g['grammars']} distinct grammars "
+            f"({g['templates_with_grammar']} templates, {g['lazy']} lazy): {g['gbnf_clean']} pass our strict GBNF "
+            f"check, {g['llguidance_compiled']} compile in llguidance, and llguidance accepts {g['accepts']} of "
+            f"{g['accept_checked']} rendered tool-call outputs.")
     return "\n".join(textwrap.wrap(text, 100, break_on_hyphens=False))
 
 

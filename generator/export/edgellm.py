@@ -120,7 +120,8 @@ def _once(r: _Renders, fail: Any) -> None:
     out = r(conv)
     for _, text in conv if out is not None else ():
         if out.count(text) > 1:
-            raise fail("the template writes a message's text more than once", conversation="system, user, assistant, user")
+            raise fail("the template writes a message's text more than once",
+                       conversation="system, user, assistant, user")
 
 
 def _roles(r: _Renders, fail: Any) -> tuple[dict[str, dict[str, str]], str]:
@@ -251,8 +252,6 @@ def explain(template: LoadedTemplate, analysis: TemplateAnalysis, bad: Mapping[s
     message differently once more messages follow them (the render of that shorter conversation,
     ending as :func:`check`'s do, is not where the whole one starts), when the flattened
     conversation parts from the template's no earlier than the two renders part."""
-    if bad["jinja"] is None:
-        return f"the template refuses conversation {bad['conversation']!r}"
     conv = dict(CONVERSATIONS)[bad["conversation"]]
     r = _Renders(template, "jinja2", {**_setting_kwargs(analysis, bad["enable_thinking"]),
                                        **dict(chat_template_kwargs or {})})

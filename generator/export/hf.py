@@ -313,8 +313,7 @@ def _anchor(analysis: TemplateAnalysis) -> dict[str, str]:
 def _after_header(analysis: TemplateAnalysis) -> str:
     """What every setting's generation prompt writes after the assistant header and before any
     reasoning marker (a tag of its own, a stray end-of-text token): the prompt's, not the message's."""
-    prompts = {analysis.generation_prompt, analysis.generation_prompt_thinking}
-    prompts |= {p for s in analysis.thinking_settings for p in (s.generation_prompt, s.tools_generation_prompt) if p}
+    prompts = analysis.generation_prompts()
     header = analysis.assistant_start
     if not prompts or not all(p.startswith(header) for p in prompts):
         return ""

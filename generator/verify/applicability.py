@@ -133,6 +133,12 @@ def _renders_reasoning(prober: Prober, info: TemplateInfo | None) -> bool:
     return False
 
 
+def reasoning_line(prompt: str) -> str | None:
+    """The prompt's last line when it names reasoning (``Here are my reasoning steps:``)."""
+    last = prompt.rstrip().rsplit("\n", 1)[-1]
+    return last if mentions(last, REASONING_WORDS) else None
+
+
 def _reasoning_marker(prober: Prober, info: TemplateInfo | None) -> str | None:
     """A marker named for reasoning that the source writes, the generation prompt's last line
     when it names reasoning (``Here are my reasoning steps:``), or a closing marker past answers
@@ -143,8 +149,8 @@ def _reasoning_marker(prober: Prober, info: TemplateInfo | None) -> str | None:
         return named[0]
     for kwargs in _settings(info):
         prompt = prober.render("applies:prompt", [P.user()], add_generation_prompt=True, record=False, **kwargs)
-        last = (prompt or "").rstrip().rsplit("\n", 1)[-1]
-        if mentions(last, REASONING_WORDS):
+        last = reasoning_line(prompt or "")
+        if last is not None:
             return last
     # a closing marker the template cuts past answers at, dropping what stands before it
     return next((closer for opener, closer in closer_candidates(info) if content_split(prober, opener, closer)

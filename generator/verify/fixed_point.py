@@ -23,17 +23,18 @@ from typing import Any
 
 from analyzer import probes as P
 from analyzer.caps import ToolProbeForms, tool_call_messages, tool_forms
-from analyzer.diff import common_prefix_len, diff
+from analyzer.diff import common_prefix_len
 from analyzer.formatter import format_tool_calls
 from analyzer.instructions import read_instructions
 from analyzer.load import LoadedTemplate
-from analyzer.markers import REASONING_WORDS, is_closing, is_marker, markers_in, mentions, pairs, tokenize
+from analyzer.markers import is_closing, is_marker, markers_in, pairs, tokenize
 from analyzer.prober import Prober
 from analyzer.structures import ReasoningMode, TemplateAnalysis
+from analyzer.tools import tools_section
 
 from ..params import generate_parser
 from ..state import thinking_setting
-from .applicability import source_facts
+from .applicability import reasoning_line, source_facts
 
 # Described and typed the way real tool definitions are: some templates print every parameter's
 # description and item type unguarded.
@@ -152,9 +153,8 @@ def spliced_text(analysis: TemplateAnalysis, prompt: str, full: str, wants_reaso
     writes as whole tokens, or right where the two part when the turn writes none of it and the
     prompt's text ends the prompt whatever the turn (``generation_prompt``: renders it ends, what
     add_generation_prompt adds and the bare prompt; the analysis' generation prompts when not
-    given). A block the template
-    writes after the last turn and the prompt before its header is not the model's. A reasoning
-    block the prompt leaves open (``forced_open``: the prompt's last line names reasoning with no
+    given). A block the template writes after the last turn and the prompt before its header is
+    not the model's. A reasoning block the prompt leaves open (``forced_open``: the prompt's last line names reasoning with no
     marker) is closed by the analysis' own end marker, with the scenario's reasoning inside; after
     a block the prompt closes, the model goes on with the turn. None when the turn is empty, is
     written inside another turn or a restated conversation, or writes a reasoning block of its own
@@ -182,11 +182,7 @@ def spliced_text(analysis: TemplateAnalysis, prompt: str, full: str, wants_reaso
         return None
     core, block = _reasoning_tail(added, start, end)
     opened = block == "open" or (forced_open and block == "")
-    if generation_prompt is not None:  # (rendered)
-        prompts = set(generation_prompt)
-    else:
-        prompts = {analysis.generation_prompt, analysis.generation_prompt_thinking}
-        prompts |= {p for x in analysis.thinking_settings for p in (x.generation_prompt, x.tools_generation_prompt) if p}
+    prompts = set(generation_prompt) if generation_prompt is not None else analysis.generation_prompts()
     turn = _after_header(core, turn, within_prompt=not core.strip() or any(p.endswith(core) for p in prompts))
     if turn is None:
         return None
@@ -218,8 +214,8 @@ def spliced_text(analysis: TemplateAnalysis, prompt: str, full: str, wants_reaso
 def _opens_reasoning(prompt: str) -> bool:
     """Whether the prompt's last line names reasoning and closes nothing (``Here are my reasoning
     steps:``): the model starts inside reasoning though no marker opens it."""
-    last = prompt.rstrip().rsplit("\n", 1)[-1]
-    return mentions(last, REASONING_WORDS) and not any(is_closing(m) for m in markers_in(last))
+    last = reasoning_line(prompt)
+    return last is not None and not any(is_closing(m) for m in markers_in(last))
 
 
 def _reasoning_tail(added: str, start: str, end: str) -> tuple[str, str]:
@@ -234,8 +230,6 @@ def _reasoning_tail(added: str, start: str, end: str) -> tuple[str, str]:
         head = added[:e]
         if start and head.rstrip().endswith(start):
             head = head.rstrip()[:-len(start)]
-        elif start and s >= 0 and not head[s + len(start):].strip():
-            head = head[:s]
         return head, "closed"
     return added, ""
 
@@ -273,8 +267,8 @@ def _marker_run_start(text: str, at: int) -> int:
 def _after_header(core: str, turn: str, within_prompt: bool) -> str | None:
     """The turn after the longest token-aligned tail of ``core`` (trailing whitespace aside) that
     it writes as whole tokens, with the whitespace ``core`` ends with taken off its start when it
-    starts with it. When it writes none: the whole turn if ``core`` lies within the analysis'
-    generation prompt (the history writes the header, the prompt adds text after it), else None
+    starts with it. When it writes none: the whole turn if ``core`` ends every prompt
+    (``within_prompt``: the history writes the header, the prompt adds text after it), else None
     (the prompt opens a turn the history does not: the message is written inside another one)."""
     stripped = core.rstrip()
     ws = core[len(stripped):]
@@ -431,15 +425,14 @@ def fixed_point(template: LoadedTemplate, analysis: TemplateAnalysis, scenario: 
     if wants_reasoning and REASONING not in prompt + generated:  # the template drops it: write it by the markers
         cs, mode = analysis.content_structure, params.parser.mode
         reasoned = with_reasoning(analysis, generated, mode)
-        unwritten = _unwritten_markers(cs.reasoning_start.strip(), cs.reasoning_end.strip(),
-                                       "\n".join(template.variants.values()) + prompt)
         if mode not in (ReasoningMode.OPTIONAL, ReasoningMode.FORCED_OPEN) or not cs.reasoning_end.strip():
             problems.append(f"the template writes reasoning, and the parser for thinking on reads none "
                             f"({mode.value}, end marker {cs.reasoning_end!r})")
         elif reasoned is None:
             problems.append(f"the template drops the message's reasoning, and the analysis' markers "
                             f"({cs.reasoning_start!r}, {cs.reasoning_end!r}) cannot write it into the turn")
-        elif unwritten:
+        elif unwritten := _unwritten_markers(cs.reasoning_start.strip(), cs.reasoning_end.strip(),
+                                             "\n".join(template.variants.values()) + prompt):
             problems.append(f"the analysis' reasoning markers {unwritten!r} are not in the template")
         else:
             generated, via = reasoned, via + "+markers"
@@ -511,10 +504,7 @@ def instructed_message(prober: Prober, message: dict[str, Any]) -> dict[str, Any
 
     The analysis of such a template reads its syntax with the same reader, so this checks that
     the parser reads back what the instructions are read to say, not the reading itself."""
-    plain = prober.render("roundtrip:instructions:none", [P.user(QUESTION)], add_generation_prompt=True) or ""
-    shown = prober.render("roundtrip:instructions", [P.user(QUESTION)], tools=RT_TOOLS,
-                          add_generation_prompt=True) or ""
-    its = read_instructions(diff(plain, shown).b_middle(shown))
+    its = read_instructions(tools_section(prober, RT_TOOLS, QUESTION))
     if its is None:
         return None
     calls = [{"name": n, "arguments": a} for n, a, _ in _expected_calls(message)]
