@@ -75,6 +75,7 @@ from analyzer import analysis_cache, analyze_template, load_template  # noqa: E4
 from analyzer.corpus import corpus_dir, corpus_entries  # noqa: E402
 from analyzer.errors import AnalysisError, TemplateError  # noqa: E402
 from generator import generate_parser  # noqa: E402
+from results import save  # noqa: E402 (benchmarks/results.py, beside this script)
 
 TOOLS = [
     {"type": "function", "function": {
@@ -286,6 +287,14 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def stats(values: list[float]) -> dict[str, float]:
+    """n, median, p95 and max of ``values`` (ms, rounded to 0.01), as ``--save`` keeps them."""
+    if not values:
+        return {"n": 0}
+    return {"n": len(values), "median": round(statistics.median(values), 2),
+            "p95": round(percentile(values, 0.95), 2), "max": round(max(values), 2)}
+
+
 def row(label: str, values: list[float]) -> str:
     if not values:
         return f"| {label} | 0 | - | - | - |"
@@ -302,7 +311,10 @@ def main(argv: list[str] | None = None) -> int:
                     "(see the module's docstring)")
     ap.add_argument("--versus", metavar="CHECKOUT", type=Path,
                     help="time another checkout of the project against this one instead (see the module's docstring)")
+    ap.add_argument("--save", action="store_true", help="keep the figures in benchmarks/results/analysis_speed.json")
     args = ap.parse_args(argv)
+    if args.save and args.versus is not None:
+        ap.error("--save keeps the corpus figures, not a --versus run")
     root = args.corpus or corpus_dir()
     entries = corpus_entries(root)
     if args.limit:
@@ -331,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     if harness is not None:
         harness.close()
     once = first_lookup(entries, engines[0])
+    saved: dict[str, Any] = {"templates": len(entries), "first_lookup_ms": round(once, 2), "engines": {}}
     print(f"# Analysis + generation time per template ({len(entries)} templates of {root})\n")
     print(f"Cold: caches emptied before each template; times in ms. A process' first disk-cache lookup "
           f"also pays {once:.1f} ms once (hashing the analyzer's source, resolving the analysis' types).\n")
@@ -340,6 +353,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"## {engine}: {len(done)} analysed, {errors} typed errors, "
               f"{wall[engine]:.1f} s in all ({len(results[engine]) / wall[engine]:.0f} templates/s)\n")
         print("| measure | n | median | p95 | max |\n|---|---:|---:|---:|---:|")
+        kept = [v for v in cached[engine].values() if v]
+        figures = saved["engines"][engine] = {
+            "analysed": len(done), "errors": errors,
+            **{key: stats([v[key] for v in done.values()]) for key in ("phase1", "analysis", "generation", "total", "cpu")},
+            **{key: stats([v[key] for v in kept]) for key in ("memory", "memory+generation", "disk", "disk+generation")}}
         for key, label in (("phase1", "Phase 1 (incl. load + compile)"), ("analysis", "analysis (both phases)"),
                            ("generation", "generation"), ("total", "analysis + generation"),
                            ("cpu", "analysis + generation, CPU time")):
@@ -349,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             same = [k for k, v in done.items() if "error" not in ref[k] and ref[k]["result"] == v["result"]]
             print(row(f"analysis + generation, where the analysis equals jinja2's ({len(same)})",
                       [done[k]["total"] for k in same]))
-        kept = [v for v in cached[engine].values() if v]
+            figures["equal_to_jinja2"] = len(same)
         for key, label in (("memory", "again, from memory: analysis"),
                            ("memory+generation", "again, from memory: analysis + generation"),
                            ("disk", "new process, from disk: analysis"),
@@ -361,26 +379,32 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n{len(differ)} analysed templates differ from jinja2's analysis, e.g. "
                       + ", ".join(differ[:5]))
         if harness is not None:
-            print_llama(done, llama[engine])
+            figures["llama_cpp"] = print_llama(done, llama[engine])
         slow = sorted(done.items(), key=lambda kv: -kv[1]["total"])[:5]
         print("\nslowest: " + ", ".join(f"{k} ({v['total']:.0f} ms)" for k, v in slow) + "\n")
+    if args.save:
+        print(f"saved to {save('analysis_speed', [a for a in (argv if argv is not None else sys.argv[1:]) if a != '--save'], saved)}")
     return 0
 
 
-def print_llama(ours: dict[str, dict[str, Any]], theirs: dict[str, dict[str, Any]]) -> None:
-    """llama.cpp's figures on the templates both analyse, ours beside them, and the ratios."""
+def print_llama(ours: dict[str, dict[str, Any]], theirs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """llama.cpp's figures on the templates both analyse, ours beside them, and the ratios (also
+    returned, for ``--save``)."""
     both = [k for k in ours if "error" not in theirs.get(k, {"error": ""})]
     failed = sum("error" in v for v in theirs.values())
     print(f"\nAgainst llama.cpp's auto-parser, alternating template by template ({len(both)} templates both "
           f"analyse; llama.cpp fails on {failed}):\n")
     print("| measure | n | median | p95 | max |\n|---|---:|---:|---:|---:|")
+    figures: dict[str, Any] = {"both": len(both), "llama_cpp_fails": failed}
     for key, label in (("total", "analysis + generation"), ("cpu", "analysis + generation, CPU time")):
         mine, its = [ours[k][key] for k in both], [theirs[k][key] for k in both]
+        figures[key] = {"llama_cpp": stats(its), "ours": stats(mine)}
         print(row(f"llama.cpp: {label}", its))
         print(row(f"ours: {label}", mine))
         if its and mine:
             print(f"| ours / llama.cpp: {label} | {len(both)} | {statistics.median(mine) / statistics.median(its):.2f}x "
                   f"| {percentile(mine, 0.95) / percentile(its, 0.95):.2f}x | {max(mine) / max(its):.2f}x |")
+    return figures
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--format", choices=["json", "xml", "prefixed", "all"], default="all")
     ap.add_argument("--size", type=int, default=60_000)
     ap.add_argument("--inner", choices=PARTS, help=argparse.SUPPRESS)
+    ap.add_argument("--save", action="store_true", help="keep the figures in benchmarks/results/parse_instructions.json")
     args = ap.parse_args(argv)
     if args.inner:
         inner(args.inner, args.format, args.size)
@@ -91,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed")
     from parse_speed import FORMATS, chunks_of, make_output
+    from results import save
+    kept: dict[str, dict[str, Any]] = {}
     print("instructions (callgrind); streaming in 4-character chunks\n")
     print("| format | template | bytes | part | instructions | per unit |")
     print("|---|---|---:|---|---:|---:|")
@@ -100,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         n = {"head": len(chunks_of(text[:cut])), "calls": len(chunks_of(text[cut:]))}
         base = collected("none", fmt, args.size)
         row = f"| {fmt} | {FORMATS[fmt].path.name} | {len(text):,} |"
+        figures = kept[fmt] = {"bytes": len(text), "template": FORMATS[fmt].path.name, "per_chunk": {}, "per_parse": {}}
         for part in STREAMED[1:]:
             cost = collected(part, fmt, args.size) - base
+            figures["per_chunk"][part] = round(cost / n[part])
             print(f"{row} {part} | {cost:,} | {cost / n[part]:,.0f} per chunk |", flush=True)
         for kind in ONE_SHOT:
             why = one_shot_parser(kind, fmt)
@@ -109,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{row} one-shot, {kind} | ({why}) | |", flush=True)
                 continue
             cost = collected(f"{kind}:5", fmt, args.size) - collected(f"{kind}:0", fmt, args.size)
+            figures["per_parse"][kind] = round(cost / 5)
             print(f"{row} one-shot, {kind} | {cost:,} | {cost / 5:,.0f} per parse |", flush=True)
+    if args.save:
+        print(f"saved to {save('parse_instructions', [a for a in (argv if argv is not None else sys.argv[1:]) if a != '--save'], kept)}")
     return 0
 
 

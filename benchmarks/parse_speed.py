@@ -91,6 +91,7 @@ from analyzer.limits import RenderLimits  # noqa: E402
 from analyzer.prober import Prober  # noqa: E402
 from generator import default_call_id, generate_parser  # noqa: E402
 from generator.verify.fixed_point import generated_text, kwargs_for  # noqa: E402
+from results import save  # noqa: E402 (benchmarks/results.py, beside this script)
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Weather forecast",
@@ -919,6 +920,15 @@ def summary(results: dict[str, list[Row]], peers: dict[str, dict[str, Any]]) -> 
                   f"| {ratio(med(r.one.get('sglang')), o)} | {ratio(med(r.stream.get('sglang')), s)} |")
 
 
+def saved_row(r: Row) -> dict[str, Any]:
+    """One size's medians as ``--save`` keeps them: seconds one-shot and streamed per contestant
+    (``lb`` the single-pass baseline), the p99 of a chunk in µs, and who read the output wrongly."""
+    return {"bytes": r.size, "calls": r.calls, "chunks": r.chunks, "stream_peak_bytes": r.peak,
+            "one_shot_s": {k: med(v) for k, v in r.one.items()},
+            "stream_s": {k: med(v) for k, v in r.stream.items()},
+            "p99_us": {k: med(v) for k, v in r.p99.items()}, "wrong": dict(r.wrong)}
+
+
 def profile(names: list[str], sizes: list[int], top: int) -> None:
     """cProfile of our one-shot and streamed parse (5 runs each): the ``top`` functions by own and by
     cumulative time."""
@@ -950,6 +960,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hf-stream-max", type=int, default=1_000_000, help="largest size streamed through transformers")
     ap.add_argument("--stream-runs", type=int, default=3, help="streaming runs per size (each side)")
     ap.add_argument("--profile", type=int, metavar="TOP", help="print cProfile's TOP functions of our parse instead")
+    ap.add_argument("--save", action="store_true", help="keep the figures in benchmarks/results/parse_speed.json")
     args = ap.parse_args(argv)
     names = list(FORMATS) if args.format == "all" else [args.format]
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -973,6 +984,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         report(FORMATS[name], results[name], peers[name])
     summary(results, peers)
+    if args.save:
+        kept = {"repeat": args.repeat, "stream_runs": args.stream_runs, "sglang": any(p["sglang"] for p in peers.values()),
+                "hf": not args.no_hf, "formats": {name: [saved_row(r) for r in rows] for name, rows in results.items()}}
+        print(f"saved to {save('parse_speed', [a for a in (argv if argv is not None else sys.argv[1:]) if a != '--save'], kept)}")
     return 0
 
 

@@ -176,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                     "../shared/corpus or the one fetch-corpus fetched)")
     ap.add_argument("--repeat", type=int, default=5, help="timed renders per (template, conversation)")
     ap.add_argument("--limit", type=int, default=None, help="only the first N templates")
+    ap.add_argument("--save", action="store_true", help="keep the figures in benchmarks/results/render_parity.json")
     args = ap.parse_args(argv)
     try:
         corpus = args.corpus or corpus_dir()
@@ -189,6 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     for rel in templates:
         run_template(corpus, rel, stats, hf_rendered, args.repeat)
     print(report(stats, hf_rendered, time.perf_counter() - t0))
+    if args.save:
+        from results import save  # benchmarks/results.py, beside this script
+        kept = {"templates": len(hf_rendered), "conversations": len(P.CONVERSATIONS),
+                "engines": {e: {"identical": len(st.identical_templates), "differing": sorted(st.differing_templates),
+                                "both_raise": sum(st.both_raise.values())} for e, st in stats.items()}}
+        print(f"saved to {save('render_parity', [a for a in (argv if argv is not None else sys.argv[1:]) if a != '--save'], kept)}")
     return 0
 
 
