@@ -20,11 +20,11 @@ Example::
     Measured on the 2-template corpus: 2 templates analysed, 0 typed `AnalysisError`s, 0 timeouts.
     Render → parse fixed point (pass / fail per scenario, of which spliced onto the prompt, and of which
     the call its instructions spell): content 2/0 (1, 0) (the rest do not apply to the template, or it
-    drops the reasoning they would read back). 0 of the 1 templates whose analysis finds tool calls have
-    no checked tool-call output (listed in the report with the reason). Re-rendering the parsed message
-    reproduces the template's own text in 2 of 2 cases. 1 distinct grammars (1 templates, 1 lazy): 1
-    pass our strict GBNF check, 1 compile in llguidance, and llguidance accepts 3 of 3 rendered
-    tool-call outputs.
+    drops the reasoning they would read back). 0 of the 1 templates that render tool calls or the
+    request's tools have no checked tool-call output (listed in the report with the reason).
+    Re-rendering the parsed message reproduces the template's own text in 2 of 2 cases. 1 distinct
+    grammars (1 templates, 1 lazy): 1 pass our strict GBNF check, 1 compile in llguidance, and
+    llguidance accepts 3 of 3 rendered tool-call outputs.
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ def figures_markdown(summary: dict[str, Any]) -> str:
             f"{summary['errors']} typed `AnalysisError`s, {summary['timeouts']} timeouts. Render → parse fixed "
             f"point (pass / fail per scenario, of which spliced onto the prompt, and of which the call its "
             f"instructions spell): {fixed} (the rest do not apply to the template, or it drops the reasoning "
-            f"they would read back). {unchecked} of the {summary['tool_templates']} templates whose analysis "
-            f"finds tool calls have no checked tool-call output (listed in the report with the reason)"
+            f"they would read back). {unchecked} of the {summary['tool_templates']} templates that render "
+            f"tool calls or the request's tools have no checked tool-call output (listed in the report with the reason)"
             f"{_instructed(summary)}{_reasoning(summary)}. Re-rendering the parsed message reproduces the "
             f"template's own text in {r['ok']} of {r['checked']} cases. {g['grammars']} distinct grammars "
             f"({g['templates_with_grammar']} templates, {g['lazy']} lazy): {g['gbnf_clean']} pass our strict GBNF "
@@ -103,10 +103,8 @@ def deviations_markdown(summary: dict[str, Any]) -> str:
 
 
 def kept(summary: dict[str, Any]) -> dict[str, Any]:
-    """The part of a summary the README is written from (with the count of templates whose
-    analysis finds tool calls: every analysed one whose tool format is not none)."""
-    tools = sum(n for fmt, n in summary["formats"]["tool_format"].items() if fmt != "FUNC_NONE")
-    return {k: summary[k] for k in KEPT if k in summary} | {"tool_templates": tools}
+    """The part of a summary the README is written from."""
+    return {k: summary[k] for k in KEPT if k in summary}
 
 
 def _markers(name: str) -> tuple[str, str]:

@@ -576,6 +576,7 @@ def summarize(templates: list[dict[str, Any]]) -> dict[str, Any]:
         "generation_errors": len([t for t in analysed if (t["generation"] or {}).get("error")]),
         "scenario_errors": sum(f["error"] for f in fixed.values()),
         "fixed_point": fixed,
+        "tool_templates": len(tool_templates(analysed)),
         "unchecked_tool_templates": unchecked_tool_templates(analysed),
         "unchecked_reasoning_templates": unchecked_reasoning_templates(analysed),
         "grammar": {
@@ -609,14 +610,22 @@ def summarize(templates: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def tool_templates(analysed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The templates that render tool calls or the request's tools: by their renders (the fixed
+    point's applicability, ``generator.verify.applicability``), not by their analysis, so a
+    template whose analysis misses its tools still counts."""
+    from generator.verify.fixed_point import NO_TOOLS
+    return [t for t in analysed
+            if any(v.get("skipped") != NO_TOOLS for k, v in t["scenarios"].items() if _uses_tools(k))]
+
+
 def unchecked_tool_templates(analysed: list[dict[str, Any]]) -> dict[str, str]:
-    """Templates whose analysis finds tool calls but none of whose tool scenarios was checked,
-    each with the reason its first tool scenario gives."""
+    """Tool templates (:func:`tool_templates`) none of whose tool scenarios was checked, each
+    with the reason its first tool scenario gives."""
     out = {}
-    for t in analysed:
+    for t in tool_templates(analysed):
         tools = {k: v for k, v in t["scenarios"].items() if _uses_tools(k)}
-        if (t["analysis"] or {}).get("supports_tools") and tools and \
-                all(v.get("status") == "skip" for v in tools.values()):
+        if all(v.get("status") == "skip" for v in tools.values()):
             out[t["name"]] = next(iter(tools.values())).get("skipped", "")
     return out
 
