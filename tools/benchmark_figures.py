@@ -81,18 +81,18 @@ def analysis_speed(saved: dict[str, Any]) -> str:
     lines += ["", f"Analysis + generation per template over {r['templates']} corpus templates, in ms: median / p95 "
               f"(the cache columns: medians). A process' first disk-cache lookup also pays "
               f"{r['first_lookup_ms']:.1f} ms once."]
-    llama = {engine: e["llama_cpp"] for engine, e in r["engines"].items() if "llama_cpp" in e}
-    if llama:
+    harness = {engine: e["llama_cpp"] for engine, e in r["engines"].items() if "llama_cpp" in e}
+    if harness:
         lines += ["", "| ours | templates both analyse | llama.cpp: median / p95 | ours: median / p95 "
                   "| ours ÷ llama.cpp: median / p95 | in CPU time |", "|---|---:|---:|---:|---:|---:|"]
-        for engine, l in llama.items():
+        for engine, l in harness.items():
             t, c = l["total"], l["cpu"]
             lines.append(f"| {engine} | {l['both']} | {_ms(t['llama_cpp'])} | {_ms(t['ours'])} "
                          f"| {_x(t['ours']['median'], t['llama_cpp']['median'])}x / "
                          f"{_x(t['ours']['p95'], t['llama_cpp']['p95'])}x "
                          f"| {_x(c['ours']['median'], c['llama_cpp']['median'])}x / "
                          f"{_x(c['ours']['p95'], c['llama_cpp']['p95'])}x |")
-        fails = sorted({l["llama_cpp_fails"] for l in llama.values()})
+        fails = sorted({l["llama_cpp_fails"] for l in harness.values()})
         lines += ["", f"llama.cpp's harness refuses {' / '.join(map(str, fails))} templates (its own errors); the "
                   f"ratios are over the templates both analyse, timed alternately in the same run."]
     lines += ["", _targets(r["engines"])]
