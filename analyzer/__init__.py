@@ -2,16 +2,14 @@
 
 Example::
 
-    >>> from analyzer import analyze_template
+    >>> from chat_autoparser.analyzer import analyze_template
     >>> analysis = analyze_template("templates/chatml-think.jinja")
     >>> analysis.content_structure.reasoning_mode.value
     'REASONING_OPTIONAL'
 """
 
-__version__ = "0.1.0"
-
 from .analyze import analyze_template
-from .errors import (AnalysisError, ChatAutoparserError, ParseError, RenderError, RenderLimitError, SecurityError,
+from ..errors import (AnalysisError, ChatAutoparserError, ParseError, RenderError, RenderLimitError, SecurityError,
                      TemplateError, TemplateRaised)
 from .load import LoadedTemplate, from_string, load_template
 from .render import ENGINES, RenderLimits, make_renderer
@@ -19,7 +17,7 @@ from .structures import (ArgumentFormat, Caps, ContentMode, ContentStructure, Fu
                          TemplateAnalysis, ThinkingSetting, ToolCallStructure)
 
 __all__ = [
-    "__version__", "analyze_template", "load_template", "from_string", "make_renderer", "LoadedTemplate", "RenderLimits", "ENGINES",
+    "analyze_template", "load_template", "from_string", "make_renderer", "LoadedTemplate", "RenderLimits", "ENGINES",
     "TemplateAnalysis", "Caps", "ContentStructure", "ToolCallStructure", "ThinkingSetting", "ReasoningMode",
     "ContentMode", "FunctionFormat", "ArgumentFormat", "ChatAutoparserError", "TemplateError", "RenderError",
     "RenderLimitError", "SecurityError", "TemplateRaised", "AnalysisError", "ParseError",

@@ -1,7 +1,7 @@
 """Whole analyses kept by content: in memory always, on disk when ``AUTOPARSER_CACHE`` says where.
 
 An analysis is a pure function of the template's text and context (its variants, the chosen
-one, the special tokens), the engine, the :class:`~analyzer.limits.RenderLimits` and the code
+one, the special tokens), the engine, the :class:`~chat_autoparser.analyzer.limits.RenderLimits` and the code
 that analyses; :func:`analysis_key` hashes all of them (sha256), so a template loaded again,
 from any path, finds its analysis without rendering anything. The analysis is relabelled with
 the name it was loaded under.
@@ -14,7 +14,7 @@ the name it was loaded under.
   checked field by field against the dataclasses before ``from_dict`` reads them (a corrupt
   or foreign entry is ignored); the disk key adds the package version, a hash of the
   analyzer's own source and the versions of Python, jinja2 and minijinja (:func:`code_version`).
-  At most 256 MB, the least recently used entries go first (:mod:`analyzer.disk_cache`).
+  At most 256 MB, the least recently used entries go first (:mod:`chat_autoparser.analyzer.disk_cache`).
 
 Errors are kept too when the template alone decides them (a syntax error, an analysis that
 finds no prompt), never when the machine had a say: a time limit, memory or the stack
@@ -23,8 +23,8 @@ analysis of a template whose renders vary from call to call: analysing it again 
 
 Example::
 
-    >>> from analyzer.load import from_string
-    >>> from analyzer.limits import DEFAULT_LIMITS
+    >>> from chat_autoparser.analyzer.load import from_string
+    >>> from chat_autoparser.analyzer.limits import DEFAULT_LIMITS
     >>> t = from_string("{% for m in messages %}{{ m.content }}{% endfor %}")
     >>> key = analysis_key(t, engine="jinja2", limits=DEFAULT_LIMITS)
     >>> key == analysis_key(from_string(t.source, name="other"), engine="jinja2", limits=DEFAULT_LIMITS)
@@ -51,7 +51,7 @@ from typing import Any, Callable, Iterator, Union
 
 from .caching import SourceCache
 from .disk_cache import DiskCache
-from .errors import AnalysisError, TemplateError
+from ..errors import AnalysisError, TemplateError
 from .limits import RenderLimits
 from .load import LoadedTemplate
 from .structures import TemplateAnalysis, field_types
@@ -98,14 +98,14 @@ def analysis_key(loaded: LoadedTemplate, *, engine: str, limits: RenderLimits) -
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """sha256 of the package version, the analyzer's source, the Python version, jinja2's version
+    """sha256 of the package version, the analyzer's source (and the errors'), the Python version, jinja2's version
     and minijinja's files (names, sizes, times): a disk entry written by other code is not found.
     (``importlib.metadata`` would take 30 ms a process; this takes about 2.)"""
     import importlib.util
 
     import jinja2
 
-    from . import __version__
+    from .. import __version__
     h = hashlib.sha256()
     h.update(f"{__version__};{platform.python_implementation()};{platform.python_version()};"
              f"jinja2={jinja2.__version__};".encode())
@@ -115,7 +115,9 @@ def code_version() -> str:
             if path.is_file():
                 st = path.stat()
                 h.update(f"minijinja/{path.name}:{st.st_size}:{st.st_mtime_ns};".encode())
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    from .. import errors
+    here = Path(__file__).parent
+    for path in [*sorted(here.rglob("*.py")), Path(errors.__file__)]:  # (errors: their messages are kept)
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 

@@ -16,14 +16,14 @@ from pathlib import Path
 from .analysis_cache import Outcome, cached_analysis
 from .caps import _info, probe_caps
 from .content import detect_content
-from .errors import AnalysisError, RenderError, RenderLimitError, TemplateError
+from ..errors import AnalysisError, RenderError, RenderLimitError, TemplateError
 from .load import LoadedTemplate, load_template
 from .prober import Prober
 from .reasoning import detect_reasoning, mode_for, settings_modes
 from .render import DEFAULT_LIMITS, RenderLimits, compile_error
 from .structures import ContentStructure, ReasoningMode, TemplateAnalysis, ThinkingSetting
 from .template_info import TemplateInfo
-from .tools import analyze_tools
+from .tool_calls import analyze_tools
 from .turns import SettingRender, probe_turns
 
 THINKING_ON = ("enable_thinking=true",)
@@ -76,7 +76,7 @@ def _variation_notes(prober: Prober, info: TemplateInfo | None) -> list[str]:
 
 def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "jinja2",
                      limits: RenderLimits = DEFAULT_LIMITS, cache: bool = True) -> TemplateAnalysis:
-    """Analyze a chat template (a path, or a template loaded with :func:`analyzer.load_template`).
+    """Analyze a chat template (a path, or a template loaded with :func:`chat_autoparser.analyzer.load_template`).
 
     Raises ``TemplateError`` for input that is not a usable template (missing file, bad JSON,
     syntax error, over a compile limit), ``AnalysisError`` when no probe renders (saying so
@@ -84,7 +84,7 @@ def analyze_template(template: str | Path | LoadedTemplate, *, engine: str = "ji
     probe when the analysis runs over ``limits.analysis_timeout_s``. A template whose renders
     vary (``random``, ``lipsum``, or found by rendering probes twice) is analysed, with a note.
 
-    Analyses are kept by content (:mod:`analyzer.analysis_cache`: in memory, and on disk when
+    Analyses are kept by content (:mod:`chat_autoparser.analyzer.analysis_cache`: in memory, and on disk when
     ``AUTOPARSER_CACHE`` is set): the same template, engine and limits are analysed once.
     ``cache=False`` analyses afresh and keeps nothing.
 

@@ -19,7 +19,7 @@ Example::
     >>> measure(shared, RenderLimits())
     Traceback (most recent call last):
     ...
-    analyzer.errors.RenderLimitError: <template>: value has over 100000 items and containers (max_value_nodes)
+    chat_autoparser.errors.RenderLimitError: <template>: value has over 100000 items and containers (max_value_nodes)
     >>> tojson({"b": 1, "a": "<x>"})
     '{"b": 1, "a": "<x>"}'
 """
@@ -30,7 +30,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Callable, Iterable
 
-from .errors import RenderLimitError
+from ..errors import RenderLimitError
 from .limits import RenderLimits, current
 
 # Printed size of scalars: a generous estimate (the real size is checked where it matters).
@@ -208,7 +208,7 @@ def tojson(x: Any, ensure_ascii: bool = False, indent: int | str | None = None,
     >>> tojson([1, [2]], indent=300_000_000)
     Traceback (most recent call last):
     ...
-    analyzer.errors.RenderLimitError: <template>: tojson indent over 2000000 (max_value_size)
+    chat_autoparser.errors.RenderLimitError: <template>: tojson indent over 2000000 (max_value_size)
     """
     meter = current()
     limits = meter.limits

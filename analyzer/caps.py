@@ -6,8 +6,8 @@ that raises, or silently drops the needle, does not.
 
 Example::
 
-    >>> from analyzer.load import from_string
-    >>> from analyzer.prober import Prober
+    >>> from chat_autoparser.analyzer.load import from_string
+    >>> from chat_autoparser.analyzer.prober import Prober
     >>> t = from_string("{% for m in messages %}{{ m.role }}:{{ m.content }}\\n{% endfor %}")
     >>> probe_caps(Prober(t)).supports_system_role
     True
@@ -22,7 +22,7 @@ from typing import Any
 
 from . import probes as P
 from .diff import common_prefix_len
-from .errors import TemplateRaised
+from ..errors import TemplateRaised
 from .prober import Prober
 from .structures import Caps
 from .template_info import TemplateInfo, template_info
@@ -121,7 +121,7 @@ def thinking_controls(info: TemplateInfo) -> tuple[str, ...]:
     for it (``enable_thinking``, ``reasoning_effort``), or tested only where such a switch is on
     (``{% if thinking %}{% if not keep_history %}``). No model names.
 
-    >>> from analyzer.template_info import template_info
+    >>> from chat_autoparser.analyzer.template_info import template_info
     >>> thinking_controls(template_info("{% if thinking %}{% if not keep %}x{% endif %}{% endif %}{{ other }}"))
     ('keep', 'thinking')
     """

@@ -10,12 +10,12 @@ as constants; every expression runs at render time, under the limits.
 
 Example::
 
-    >>> from analyzer.render import compile_template
+    >>> from chat_autoparser.analyzer.render import compile_template
     >>> t = compile_template("{{ 'x'|center(1000000000) }}", "immutable")  # at once: nothing ran
     >>> t.render()
     Traceback (most recent call last):
     ...
-    analyzer.errors.RenderLimitError: <template>: center result over 2000000 (max_value_size)
+    chat_autoparser.errors.RenderLimitError: <template>: center result over 2000000 (max_value_size)
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame, operators
 
-from .errors import TemplateError
+from ..errors import TemplateError
 from .limits import current
 
 
@@ -98,7 +98,7 @@ def _searched_at_once(node: nodes.Node) -> None:
 
 class GuardedCodeGenerator(CodeGenerator):
     """jinja2's code generator with compile-time evaluation switched off and runtime guards
-    (:mod:`analyzer.guards`) on output, ``~``, comparisons, dict keys and loops."""
+    (:mod:`chat_autoparser.analyzer.guards`) on output, ``~``, comparisons, dict keys and loops."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Sequence
 
-from .errors import RenderError
+from ..errors import RenderError
 from .load import SPECIAL_TOKEN_KEYS, LoadedTemplate
 
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")

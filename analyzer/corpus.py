@@ -15,7 +15,7 @@ cache when this lookup finds nothing.
 
 Example::
 
-    >>> from analyzer.corpus import corpus_entries
+    >>> from chat_autoparser.analyzer.corpus import corpus_entries
     >>> entries = corpus_entries()
     >>> entries[0].name, entries[0].family
     ('llama.cpp/Apertus-8B-Instruct.jinja', 'apertus')
@@ -28,17 +28,13 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from .errors import ChatAutoparserError
+from ..errors import CorpusError
 
 ENV_VAR = "AUTOPARSER_CORPUS"
 MANIFEST_NAME = "MANIFEST.tsv"
 CACHE_APP_NAME = "chat-autoparser"
 FETCH_HINT = (f"run `fetch-corpus` (all 720 templates, about 130 MB of downloads once), or set ${ENV_VAR} "
               "to a corpus folder")
-
-
-class CorpusError(ChatAutoparserError):
-    """The template corpus is missing, incomplete, or does not match its manifest."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Compare renders: common prefixes and suffixes, at character or marker-token granularity.
 
-Token granularity (see :mod:`analyzer.markers`) keeps a diff boundary from cutting a marker
+Token granularity (see :mod:`chat_autoparser.analyzer.markers`) keeps a diff boundary from cutting a marker
 in half: ``"<think>"`` against ``"<|START|>"`` share no prefix, although both start with ``<``.
 
 Example::

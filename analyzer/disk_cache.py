@@ -1,6 +1,6 @@
 """A folder of JSON entries named by key: written atomically, read defensively, bounded in size.
 
-What the analysis cache keeps on disk (:mod:`analyzer.analysis_cache`). An entry is one JSON
+What the analysis cache keeps on disk (:mod:`chat_autoparser.analyzer.analysis_cache`). An entry is one JSON
 object that names its own key; reading returns it only when it parses and carries that key,
 so a truncated, corrupt or foreign file is ignored (and later overwritten), never trusted.
 Nothing is unpickled or executed. Each write goes to a temporary file in the same folder and is

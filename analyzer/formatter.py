@@ -1,4 +1,4 @@
-"""Write tool calls through a :class:`~analyzer.structures.ToolCallStructure` (structure → text).
+"""Write tool calls through a :class:`~chat_autoparser.analyzer.structures.ToolCallStructure` (structure → text).
 
 This is the first oracle of the design: formatting the probe calls through the inferred
 structure must reproduce the template's own rendering byte for byte. The generator reuses
@@ -6,7 +6,7 @@ it (e.g. to build grammar literals and examples).
 
 Example::
 
-    >>> from analyzer.structures import ToolCallStructure, Part
+    >>> from chat_autoparser.analyzer.structures import ToolCallStructure, Part
     >>> ts = ToolCallStructure(call_parts=(Part("lit", "<call>"), Part("name"), Part("lit", " "),
     ...                                    Part("args"), Part("lit", "</call>")), args_mode="whole")
     >>> format_tool_calls(ts, [{"name": "f", "arguments": {"x": 1}}])

@@ -5,21 +5,21 @@ A single C call (``str.center``, ``'%9999999s' % x``, ``json.dumps``, ``str(list
 interrupted by the render watchdog, and its memory is taken before any output limit sees it.
 So the size of the result is computed from the arguments, and refused over
 ``RenderLimits.max_value_size``, before the call; values that are printed, serialised,
-compared or hashed are measured by :func:`analyzer.bounded.measure`. Results of allowed
+compared or hashed are measured by :func:`chat_autoparser.analyzer.bounded.measure`. Results of allowed
 operations are exactly jinja2's (the parity test compares every corpus template with
 transformers).
 
 The pieces are installed on an environment by :func:`install`; the code generator
-(:mod:`analyzer.codegen`) routes output, ``~``, comparisons and loops through them.
+(:mod:`chat_autoparser.analyzer.codegen`) routes output, ``~``, comparisons and loops through them.
 
 Example::
 
-    >>> from analyzer.limits import RenderLimits, metered
+    >>> from chat_autoparser.analyzer.limits import RenderLimits, metered
     >>> with metered(RenderLimits(max_value_size=100)):
     ...     center("x", 1_000_000_000)
     Traceback (most recent call last):
     ...
-    analyzer.errors.RenderLimitError: <template>: center result over 100 (max_value_size)
+    chat_autoparser.errors.RenderLimitError: <template>: center result over 100 (max_value_size)
     >>> center("x", 5)
     '  x  '
 """
@@ -41,7 +41,7 @@ from markupsafe import EscapeFormatter, Markup
 
 from .bounded import measure, plain_children, too_big
 from .bounded import tojson as bounded_tojson
-from .errors import RenderLimitError
+from ..errors import RenderLimitError
 from .limits import current, running
 
 # Exact types that print, compare and hash without walking anything.
@@ -322,7 +322,7 @@ def wordwrap(environment: Any, s: str, width: int = 79, break_long_words: bool =
 
 def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
            sort_keys: bool = False) -> str:
-    """transformers' ``tojson``, measured first (:func:`analyzer.bounded.tojson`)."""
+    """transformers' ``tojson``, measured first (:func:`chat_autoparser.analyzer.bounded.tojson`)."""
     return bounded_tojson(x, ensure_ascii, indent, separators, sort_keys, children=children)
 
 

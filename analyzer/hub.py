@@ -1,4 +1,4 @@
-"""Where a chat template comes from: a path the loader reads (:func:`analyzer.load.load_template`),
+"""Where a chat template comes from: a path the loader reads (:func:`chat_autoparser.analyzer.load.load_template`),
 a template's text, or a Hugging Face model id read through ``huggingface_hub`` (its cache, its
 offline mode ``HF_HUB_OFFLINE=1``, its token and endpoint settings: we add none of our own).
 
@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import TemplateError
+from ..errors import TemplateError
 from .load import LoadedTemplate, from_string, load_template
 
 # the files a model repository keeps its chat template and special tokens in (what the loader reads)
@@ -33,7 +33,7 @@ def is_template_text(src: str) -> bool:
 
 def load_pretrained(src: str | Path, *, revision: str | None = None, template_name: str | None = None,
                     special_tokens: Mapping[str, Any] | None = None) -> LoadedTemplate:
-    """The template at ``src``: a file or model directory (see :mod:`analyzer.load`), a template's
+    """The template at ``src``: a file or model directory (see :mod:`chat_autoparser.analyzer.load`), a template's
     text, or a Hugging Face model id (``owner/name``, at ``revision``). Raises TemplateError."""
     if isinstance(src, str) and is_template_text(src):
         if revision is not None or template_name is not None:

@@ -114,7 +114,7 @@ class Meter:
 
     ``known`` maps ``id()`` of containers whose measure is known already (the caller's tools,
     converted once and never changed in the immutable sandbox) to that measure; ``texts`` keeps
-    the JSON text of those containers once written (:func:`analyzer.bounded.tojson`)."""
+    the JSON text of those containers once written (:func:`chat_autoparser.analyzer.bounded.tojson`)."""
 
     __slots__ = ("limits", "iterations", "known", "texts")
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import TemplateError
+from ..errors import TemplateError
 
 # Keys of transformers' ``special_tokens_map`` (SPECIAL_TOKENS_ATTRIBUTES).
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
@@ -141,7 +141,7 @@ def read_regular_file(p: Path, display: str, limit: int = MAX_TEMPLATE_BYTES) ->
     >>> read_regular_file(Path("/dev/zero"), "zero")
     Traceback (most recent call last):
     ...
-    analyzer.errors.TemplateError: zero: not a regular file (a character device)
+    chat_autoparser.errors.TemplateError: zero: not a regular file (a character device)
     """
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))

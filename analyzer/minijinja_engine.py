@@ -1,6 +1,6 @@
 """The minijinja engine: the same interface as the jinja2 renderer, rendered in worker processes.
 
-minijinja cannot be bounded from inside the process (see :mod:`analyzer.minijinja_worker`), so
+minijinja cannot be bounded from inside the process (see :mod:`chat_autoparser.analyzer.minijinja_worker`), so
 every render is a request to a worker process that has a memory cap and is killed past the
 time limit. A worker that dies takes only the render with it: the caller gets a
 :class:`RenderLimitError` and the next render starts a fresh worker. Workers are pooled (one
@@ -8,7 +8,7 @@ per thread rendering at the same time) and keep the templates they compiled.
 
 Example::
 
-    >>> from analyzer.load import from_string
+    >>> from chat_autoparser.analyzer.load import from_string
     >>> MiniJinjaRenderer(from_string("{{ messages[0].content|upper }}")).render([{"role": "user", "content": "hi"}])
     'HI'
 """
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from .context import render_context
-from .errors import RenderError, RenderLimitError, SecurityError, TemplateError, TemplateRaised
+from ..errors import RenderError, RenderLimitError, SecurityError, TemplateError, TemplateRaised
 from .limits import DEFAULT_LIMITS, RenderLimits, render_timeout
 from .load import LoadedTemplate
 

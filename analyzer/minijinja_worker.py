@@ -1,4 +1,4 @@
-"""The minijinja worker: a child process that renders templates for :mod:`analyzer.minijinja_engine`.
+"""The minijinja worker: a child process that renders templates for :mod:`chat_autoparser.analyzer.minijinja_engine`.
 
 minijinja is Rust. Its loops cannot be interrupted from Python, some of its operations grow
 without fuel (``+`` on lists builds lazy chains whose length takes exponential time,
@@ -14,7 +14,7 @@ grow them (minijinja hands a Python object's public methods to templates).
 Protocol (stdin/stdout, one request at a time): a 4-byte little-endian length, then the
 request as ``marshal`` data (the parent is trusted) or the reply as JSON (this process runs
 untrusted templates). Run as a script; it imports only ``analyzer.errors``, ``.limits`` and
-``.bounded``, not the package.
+``.bounded``, not the packages.
 
 Example (in-process, the read-only views)::
 
@@ -40,15 +40,19 @@ from collections import OrderedDict
 from datetime import datetime
 from typing import Any, Iterator
 
-if __package__ in (None, ""):  # run as a script: load our modules without the package's __init__
-    _pkg = types.ModuleType("analyzer")
-    _pkg.__path__ = [os.path.dirname(os.path.abspath(__file__))]
-    sys.modules.setdefault("analyzer", _pkg)
+if __package__ in (None, ""):  # run as a script: load our modules without the packages' __init__
+    _here = os.path.dirname(os.path.abspath(__file__))
+    _root = types.ModuleType("chat_autoparser")  # installed: the folder above; in a checkout: its chat_autoparser/
+    _root.__path__ = [os.path.dirname(_here), os.path.join(os.path.dirname(_here), "chat_autoparser")]
+    _pkg = types.ModuleType("chat_autoparser.analyzer")
+    _pkg.__path__ = [_here]
+    sys.modules.setdefault("chat_autoparser", _root)
+    sys.modules.setdefault("chat_autoparser.analyzer", _pkg)
 
-from analyzer.bounded import plain_children  # noqa: E402
-from analyzer.bounded import tojson as bounded_tojson  # noqa: E402
-from analyzer.errors import RenderLimitError, TemplateRaised  # noqa: E402
-from analyzer.limits import RenderLimits, metered  # noqa: E402
+from chat_autoparser.analyzer.bounded import plain_children  # noqa: E402
+from chat_autoparser.analyzer.bounded import tojson as bounded_tojson  # noqa: E402
+from chat_autoparser.errors import RenderLimitError, TemplateRaised  # noqa: E402
+from chat_autoparser.analyzer.limits import RenderLimits, metered  # noqa: E402
 
 MAX_REQUEST = 1 << 30
 TEMPLATES_KEPT = 64

@@ -5,7 +5,7 @@ render, remembers it (the same input is never rendered twice), and records every
 with the probe's name so reports can say which probe failed and why. Inputs that differ only in
 variables the template never names (a kwarg it does not read, ``add_generation_prompt`` or
 ``tools`` where it never looks at them) render alike, so one render answers them all
-(:attr:`TemplateInfo.inputs <analyzer.template_info.TemplateInfo.inputs>`); each probe is still
+(:attr:`TemplateInfo.inputs <chat_autoparser.analyzer.template_info.TemplateInfo.inputs>`); each probe is still
 recorded as if it had rendered.
 
 When the reference engine fails for a reason other than the template refusing the input
@@ -25,7 +25,7 @@ import time
 from datetime import datetime
 from typing import Any, Sequence
 
-from .errors import RenderError, RenderLimitError, SecurityError, TemplateError, TemplateRaised
+from ..errors import RenderError, RenderLimitError, SecurityError, TemplateError, TemplateRaised
 from .load import LoadedTemplate
 from .probes import as_parts
 from .render import DEFAULT_LIMITS, RenderLimits, Renderer, make_renderer

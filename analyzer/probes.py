@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .errors import AnalysisError
+from ..errors import AnalysisError
 from .template_info import BlockKind
 
 USER = "Userq7needle"

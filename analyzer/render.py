@@ -8,20 +8,20 @@ Two engines share one interface (:class:`Renderer`):
   ``raise_exception``, ``strftime_now``, HF's ``tojson`` (no HTML escaping, keys unsorted,
   ``ensure_ascii=False``), ``None``-valued message keys dropped, inputs rebuilt from plain
   JSON types, reasoning aliased across ``reasoning_content``/``thinking``/``reasoning``
-  (:mod:`analyzer.context`).
+  (:mod:`chat_autoparser.analyzer.context`).
 * ``minijinja`` — a second engine, ~100x faster to compile, with an instruction budget
-  (fuel), run in a worker process (:mod:`analyzer.minijinja_engine`). It departs from HF in a
+  (fuel), run in a worker process (:mod:`chat_autoparser.analyzer.minijinja_engine`). It departs from HF in a
   few filters; use it as a cross-check or a fallback.
 
 Templates are untrusted code. Every render and compile runs under :class:`RenderLimits`: a
 wall-time limit (a watchdog interrupts the thread), a loop budget, an output-size limit, and
-guarded operations (:mod:`analyzer.guards`) that size every allocation and measure every value
+guarded operations (:mod:`chat_autoparser.analyzer.guards`) that size every allocation and measure every value
 C code would walk before it happens; nothing is evaluated while compiling
-(:mod:`analyzer.codegen`). Going over a limit raises :class:`RenderLimitError`.
+(:mod:`chat_autoparser.analyzer.codegen`). Going over a limit raises :class:`RenderLimitError`.
 
 Example::
 
-    >>> from analyzer.load import from_string
+    >>> from chat_autoparser.analyzer.load import from_string
     >>> r = make_renderer(from_string("{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"))
     >>> r.render([{"role": "user", "content": "hi"}])
     '[user]hi'
@@ -46,7 +46,7 @@ from .caching import SourceCache
 from .codegen import GuardedCodeGenerator
 from .context import (REASONING_FIELDS, hf_tojson, plain_data, prepare_messages, render_context,  # noqa: F401
                       template_special_tokens)
-from .errors import RenderError, RenderLimitError, SecurityError, TemplateError, TemplateRaised
+from ..errors import RenderError, RenderLimitError, SecurityError, TemplateError, TemplateRaised
 from .limits import DEFAULT_LIMITS, RenderLimits, metered, render_timeout
 from .load import LoadedTemplate
 from .minijinja_engine import MiniJinjaRenderer, minijinja_compile_error
@@ -90,7 +90,7 @@ def _raise_exception(message: Any) -> None:
 
 class _TemplateDict:
     """transformers' ``dict`` global: callable, with ``fromkeys``, nothing else reachable.
-    Keys are hashed: arguments are measured first (:func:`analyzer.guards.checked_arguments`)."""
+    Keys are hashed: arguments are measured first (:func:`chat_autoparser.analyzer.guards.checked_arguments`)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> dict:
         guards.checked_arguments(args, kwargs)
@@ -99,6 +99,12 @@ class _TemplateDict:
     def fromkeys(self, *args: Any, **kwargs: Any) -> dict:
         guards.checked_arguments(args, kwargs)
         return dict.fromkeys(*args, **kwargs)
+
+
+# jinja2 names an object's type by its module and class in its messages ("'… object' has no
+# attribute …"): this one is named as transformers names its own, so the messages are its.
+_TemplateDict.__module__ = "transformers.utils.chat_template_utils"
+_TemplateDict.__name__ = _TemplateDict.__qualname__ = "TemplateDict"
 
 
 class _TemplateNamespace(jinja2.utils.Namespace):
@@ -199,7 +205,7 @@ def compile_template(source: str, sandbox: str = "immutable", limits: RenderLimi
     >>> compile_template("{% for x in y %}" * 40 + "{% endfor %}" * 40)
     Traceback (most recent call last):
     ...
-    analyzer.errors.TemplateError: <template>:1: blocks nest over 20 deep (max_nesting)
+    chat_autoparser.errors.TemplateError: <template>:1: blocks nest over 20 deep (max_nesting)
     """
     key = (source, sandbox, limits.max_compiled_chars, limits.max_nesting)
     compiled = _COMPILED.get(key)

@@ -66,7 +66,7 @@ _GUARDS = {nodes.If: "test", nodes.For: "iter"}
 def call_branch_markers(source: str) -> tuple[str, ...]:
     """Every marker written in the template's tool-call blocks, in source order (unique).
     An unparsable source has none (the analysis reports its errors elsewhere). Read once per
-    source, as :func:`analyzer.template_info.template_info` is."""
+    source, as :func:`chat_autoparser.analyzer.template_info.template_info` is."""
     try:
         ast = parse_template(source)
     except Exception:  # noqa: BLE001 - any syntax error: nothing to read here

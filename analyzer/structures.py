@@ -175,18 +175,44 @@ class ValueFormat:
     null: str = "null"
 
 
-@dataclass(frozen=True, slots=True)
-class Part:
-    """One piece of a tool call as the template writes it.
+class PartKind(str, enum.Enum):
+    """The kinds of :class:`Part`; each value is the kind's name in the analysis JSON. It
+    compares, hashes, formats and reprs as that string (``PartKind.LIT == "lit"``).
 
-    kinds: "lit" (``text``), "name", "id", "index" (``text`` holds the base, "0" or "1"),
-    "args" (the whole arguments value), "key", "value" (tagged arguments), and "typed" (a
-    literal chosen by the JSON type of the argument's value: ``by_type``).
+    "lit": literal text; "name", "id": the tool's name and the call's id; "index": the call's
+    number; "args": the whole arguments value; "key", "value": one argument's key and value
+    (tagged arguments); "typed": a literal chosen by the JSON type of the argument's value.
     """
 
-    kind: str
+    LIT = "lit"
+    NAME = "name"
+    ID = "id"
+    INDEX = "index"
+    ARGS = "args"
+    KEY = "key"
+    VALUE = "value"
+    TYPED = "typed"
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+    __repr__ = str.__repr__  # messages and reprs of parts read as before: 'lit'
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One piece of a tool call as the template writes it: its :class:`PartKind` (a string
+    given is read as one; an unknown kind raises ``ValueError``), the literal's ``text`` (for
+    "index", the base: "0" or "1") and, for "typed", the literal written for each JSON type
+    (``by_type``).
+    """
+
+    kind: PartKind
     text: str = ""
     by_type: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if type(self.kind) is not PartKind:
+            object.__setattr__(self, "kind", PartKind(self.kind))
 
 
 @dataclass(frozen=True, slots=True)

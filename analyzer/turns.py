@@ -19,7 +19,7 @@ from . import probes as P
 from .caps import _info
 from .diff import common_prefix_len
 from .markers import is_closing, is_marker, tokenize
-from .errors import AnalysisError
+from ..errors import AnalysisError
 from .prober import Prober
 from .structures import Caps
 

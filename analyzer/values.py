@@ -3,7 +3,7 @@
 Templates write argument values in a few families: JSON (``tojson``, with or without spaces),
 Python (``{{ value }}`` on a dict gives ``{'a': True}``), raw strings inside tags, and
 JSON-like dialects (``{city:<|"|>Paris<|"|>}``). :func:`dump` writes a value under a
-:class:`~analyzer.structures.ValueFormat`; :func:`candidates` lists the standard formats;
+:class:`~chat_autoparser.analyzer.structures.ValueFormat`; :func:`candidates` lists the standard formats;
 :func:`dialect_from` builds a dialect from the pieces seen around probe values.
 
 Example::

@@ -1,7 +1,7 @@
 """One walk of a call skeleton (``ToolCallStructure.call_parts`` / ``arg_parts``), one visitor
 per output.
 
-A skeleton is a sequence of :class:`~analyzer.structures.Part`: literal text and slots (the
+A skeleton is a sequence of :class:`~chat_autoparser.analyzer.structures.Part`: literal text and slots (the
 tool's name, an id, an index, the arguments, an argument's key and value, a literal chosen by the
 value's JSON type). :func:`walk` dispatches each part on its :class:`PartKind` to a method of a
 :class:`SkeletonVisitor`; what a part becomes (text, a regex, a grammar item, a label) is the
@@ -9,7 +9,7 @@ visitor's business, so a new output is one visitor and the dispatch lives here o
 
 Example::
 
-    >>> from analyzer.structures import Part
+    >>> from chat_autoparser.analyzer.structures import Part
     >>> class Label(SkeletonVisitor[str]):
     ...     def lit(self, part, at): return part.text
     ...     def slot(self, part, at): return f"<{part.kind}>"
@@ -19,26 +19,12 @@ Example::
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Generic, Sequence, TypeVar
 
-from .structures import Part
+from .structures import Part, PartKind
 
 T = TypeVar("T")
-
-
-class PartKind(str, enum.Enum):
-    """The kinds of :class:`~analyzer.structures.Part` (the values are the JSON strings)."""
-
-    LIT = "lit"
-    NAME = "name"
-    ID = "id"
-    INDEX = "index"
-    ARGS = "args"
-    KEY = "key"
-    VALUE = "value"
-    TYPED = "typed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,11 +82,7 @@ def walk(parts: Sequence[Part], visitor: SkeletonVisitor[T]) -> list[T]:
     seq = tuple(parts)
     out: list[T] = []
     for i, p in enumerate(seq):
-        try:
-            method = _METHOD[PartKind(p.kind)]
-        except ValueError:
-            raise ValueError(f"unknown skeleton part kind {p.kind!r}") from None
-        out.append(getattr(visitor, method)(p, At(i, seq)))
+        out.append(getattr(visitor, _METHOD[p.kind])(p, At(i, seq)))
     return out
 
 
@@ -116,11 +98,11 @@ def split_at(parts: Sequence[Part], kind: PartKind) -> tuple[tuple[Part, ...], P
     """
     seq = tuple(parts)
     for i, p in enumerate(seq):
-        if p.kind == kind.value:
+        if p.kind == kind:
             return seq[:i], p, seq[i + 1:]
     return seq, None, ()
 
 
 def kinds(parts: Sequence[Part]) -> list[PartKind]:
     """The kinds of ``parts``, in order."""
-    return [PartKind(p.kind) for p in parts]
+    return [p.kind for p in parts]

@@ -2,7 +2,7 @@
 
 The interrupt is an asynchronous exception (:class:`Interrupted`) delivered at the next Python
 bytecode of the watched thread: jinja2 templates compile to Python, so their loops stop; a
-single C call (which the guards in :mod:`analyzer.guards` keep small) finishes first.
+single C call (which the guards in :mod:`chat_autoparser.analyzer.guards` keep small) finishes first.
 
 Example::
 
@@ -128,7 +128,7 @@ def run_with_deadline(fn: Callable[[], T], timeout_s: float) -> T:
     >>> run_with_deadline(spin, 0.05)
     Traceback (most recent call last):
     ...
-    analyzer.watchdog.TimedOut
+    chat_autoparser.analyzer.watchdog.TimedOut
     """
     token = WATCHDOG.arm(timeout_s)
     fired = False

@@ -70,11 +70,11 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import analyzer.analyze as analyze_module  # noqa: E402
-from analyzer import analysis_cache, analyze_template, load_template  # noqa: E402
-from analyzer.corpus import corpus_dir, corpus_entries  # noqa: E402
-from analyzer.errors import AnalysisError, TemplateError  # noqa: E402
-from generator import generate_parser  # noqa: E402
+import chat_autoparser.analyzer.analyze as analyze_module  # noqa: E402
+from chat_autoparser.analyzer import analysis_cache, analyze_template, load_template  # noqa: E402
+from chat_autoparser.analyzer.corpus import corpus_dir, corpus_entries  # noqa: E402
+from chat_autoparser.errors import AnalysisError, TemplateError  # noqa: E402
+from chat_autoparser.generator import generate_parser  # noqa: E402
 from results import save  # noqa: E402 (benchmarks/results.py, beside this script)
 
 TOOLS = [
@@ -95,7 +95,7 @@ TOOLS = [
 def clear_caches() -> None:
     """Empty every functools cache of the analyzer and generator, so the next analysis is cold."""
     for name, module in list(sys.modules.items()):
-        if not name.startswith(("analyzer", "generator")):
+        if not name.startswith(("chat_autoparser", "analyzer", "generator")):  # (also a checkout before 0.2.0)
             continue
         for value in vars(module).values():
             if callable(getattr(value, "cache_clear", None)):
@@ -198,8 +198,8 @@ if hasattr(os, "sched_setaffinity"):
     os.sched_setaffinity(0, {cpu})
 sys.path.insert(0, root)
 import json
-from analyzer import analyze_template, load_template
-from generator import generate_parser
+from chat_autoparser.analyzer import analyze_template, load_template
+from chat_autoparser.generator import generate_parser
 TOOLS = json.loads(tools)
 print(sys.modules[analyze_template.__module__].__file__, flush=True)  # (which checkout this side runs)
 

@@ -29,10 +29,10 @@ FORMATS = ("hf", "hf-stream", "structural-tag", "edgellm", "gbnf", "lark")
 
 
 def check_template(path: str) -> dict[str, Any]:
-    from analyzer import analyze_template, load_template
-    from analyzer.errors import ChatAutoparserError
-    from generator.verify.exports import verify_exports
-    from generator.verify.fixed_point import SCENARIOS, fixed_point
+    from chat_autoparser.analyzer import analyze_template, load_template
+    from chat_autoparser.errors import ChatAutoparserError
+    from chat_autoparser.generator.verify.exports import verify_exports
+    from chat_autoparser.generator.verify.fixed_point import SCENARIOS, fixed_point
     try:
         template = load_template(path)
         analysis = analyze_template(template)
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write every template's verdicts here")
     ap.add_argument("--only", help="templates whose name contains this")
     args = ap.parse_args(argv)
-    from analyzer.corpus import corpus_dir, corpus_entries
+    from chat_autoparser.analyzer.corpus import corpus_dir, corpus_entries
     root = args.corpus or corpus_dir()
     entries = corpus_entries(root)
     if args.only:

@@ -84,13 +84,13 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analyzer import analyze_template, load_template  # noqa: E402
-from analyzer.caps import tool_call_messages, tool_forms  # noqa: E402
-from analyzer.corpus import corpus_dir  # noqa: E402
-from analyzer.limits import RenderLimits  # noqa: E402
-from analyzer.prober import Prober  # noqa: E402
-from generator import default_call_id, generate_parser  # noqa: E402
-from generator.verify.fixed_point import generated_text, kwargs_for  # noqa: E402
+from chat_autoparser.analyzer import analyze_template, load_template  # noqa: E402
+from chat_autoparser.analyzer.caps import tool_call_messages, tool_forms  # noqa: E402
+from chat_autoparser.analyzer.corpus import corpus_dir  # noqa: E402
+from chat_autoparser.analyzer.limits import RenderLimits  # noqa: E402
+from chat_autoparser.analyzer.prober import Prober  # noqa: E402
+from chat_autoparser.generator import default_call_id, generate_parser  # noqa: E402
+from chat_autoparser.generator.verify.fixed_point import generated_text, kwargs_for  # noqa: E402
 from results import save  # noqa: E402 (benchmarks/results.py, beside this script)
 
 TOOLS = [{"type": "function", "function": {

@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analyzer.corpus import CorpusError, corpus_dir, corpus_entries  # noqa: E402
+from chat_autoparser.analyzer.corpus import CorpusError, corpus_dir, corpus_entries  # noqa: E402
 ENGINES = ("jinja2", "minijinja")
 
 

@@ -2,7 +2,7 @@
 
 A benchmark run with ``--save`` writes its figures there, with the command that measured them,
 the commit it ran on (``+dirty`` when the working tree had changes), the date and the machine.
-``python -m tools.benchmark_figures`` writes the tables of ``docs/benchmarks.md`` and the README's
+``python -m chat_autoparser.tools.benchmark_figures`` writes the tables of ``docs/benchmarks.md`` and the README's
 headline figures from these files, and a test checks that the documents say what the files hold:
 no figure in the documents is copied by hand.
 

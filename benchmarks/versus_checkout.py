@@ -7,7 +7,7 @@ Usage::
     git worktree add /tmp/v010 5d898f2          # 0.1.0
     python benchmarks/versus_checkout.py /tmp/v010 [--sizes 1000,...] [--template PATH]
 
-Each side runs in a process of its own (both import ``analyzer`` and ``generator``), both
+Each side runs in a process of its own (both import the analyzer and the generator), both
 pinned to the same CPU (a shared machine's processes otherwise differ by up to 1.7x on the same
 code), fed the same texts alternately, one batch at a time: a ``gc.collect()``, then runs back to
 back (as ``parse_speed.py`` runs them: warm) for about 20 ms. The table shows each side's median
@@ -32,8 +32,12 @@ root, other, template, cpu = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv
 if hasattr(os, "sched_setaffinity"):
     os.sched_setaffinity(0, {cpu})
 sys.path.insert(0, root)
-from analyzer import analyze_template  # (first: the workload's module puts its own checkout on the path)
-from generator import generate_parser
+try:  # (first: the workload's module puts its own checkout on the path)
+    from chat_autoparser.analyzer import analyze_template
+    from chat_autoparser.generator import generate_parser
+except ImportError:  # a checkout before 0.2.0, with two top-level names
+    from analyzer import analyze_template
+    from generator import generate_parser
 sys.path.insert(0, other + "/benchmarks")
 from parse_speed import TOOLS, chunks_of, make_output
 parser = generate_parser(analyze_template(template), tools=TOOLS).parser

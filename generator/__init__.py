@@ -2,8 +2,8 @@
 
 Example::
 
-    >>> from analyzer import analyze_template
-    >>> from generator import generate_parser
+    >>> from chat_autoparser.analyzer import analyze_template
+    >>> from chat_autoparser.generator import generate_parser
     >>> params = generate_parser(analyze_template("templates/chatml-think.jinja"))
     >>> params.parser.parse("Hello")["content"]
     'Hello'
@@ -15,17 +15,15 @@ from .openai_chunks import ChunkStream
 from .parser import MessageParser, MessageStream
 from .params import ChatParams, generate_parser
 
-__all__ = ["ChatTemplate", "ChunkStream", "default_call_id", "generate_parser", "ChatParams", "MessageParser", "MessageStream", "as_delta", "check_roundtrip",
-           "bridge_to_next_turn", "render_with_attribution"]
-
-# The roundtrip check and the bridge sit above the parser (they render, parse and render again);
-# they are imported on first use so that importing the parser does not load them.
-_ABOVE = {"check_roundtrip": "generator.verify.roundtrip", "bridge_to_next_turn": "generator.prefix.bridge",
-          "render_with_attribution": "generator.prefix.bridge"}
+__all__ = ["ChatTemplate", "ChunkStream", "default_call_id", "generate_parser", "ChatParams", "MessageParser",
+           "MessageStream", "as_delta", "bridge_to_next_turn", "render_with_attribution"]
 
 
 def __getattr__(name: str) -> object:
-    if name in _ABOVE:
-        import importlib
-        return getattr(importlib.import_module(_ABOVE[name]), name)
-    raise AttributeError(f"module 'generator' has no attribute {name!r}")
+    """The bridge renders, parses and renders again: it is loaded on first use, so that
+    importing the parser does not load it. (The roundtrip check is a layer above:
+    ``chat_autoparser.check_roundtrip``.)"""
+    if name in ("bridge_to_next_turn", "render_with_attribution"):
+        from .prefix import bridge
+        return getattr(bridge, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,7 +7,7 @@ OpenAI deltas.
 
 Example::
 
-    >>> from analyzer.structures import ToolCallStructure
+    >>> from chat_autoparser.analyzer.structures import ToolCallStructure
     >>> asm = Assembler(ToolCallStructure(), None)
     >>> asm.handle([("open", "content"), ("chunk", "content", "Hi"), ("close", "content")], [])
     >>> asm.message()["content"]
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping
 
-from analyzer.structures import FunctionFormat, ToolCallStructure, ValueFormat
+from chat_autoparser.analyzer.structures import FunctionFormat, ToolCallStructure, ValueFormat
 
 from .values import PYTHON, encode_string, schema_type, to_json_text, typed_json, unterminated, unwrap_cdata
 

@@ -1,13 +1,13 @@
 """Tool calls and tool sections from the call skeleton the analysis learned (literal parts, name,
 id, index, arguments), and the guards that start them.
 
-JSON-object calls between literals are read by :class:`~generator.json_call.JsonCall`; every
+JSON-object calls between literals are read by :class:`~chat_autoparser.generator.json_call.JsonCall`; every
 other format through its exact skeleton, with tagged arguments as units typed later by the
 tool's schema, and channel headers in any attribute order.
 
 Example::
 
-    >>> from analyzer import analyze_template
+    >>> from chat_autoparser.analyzer import analyze_template
     >>> tool_guards(analyze_template("templates/chatml-think.jinja").tool_call_structure)
     ('<tool_call>',)
 """
@@ -18,8 +18,8 @@ import re
 from dataclasses import replace
 from typing import Sequence
 
-from analyzer.markers import is_marker, pairs, tokenize
-from analyzer.structures import FunctionFormat, Part, ToolCallStructure
+from chat_autoparser.analyzer.markers import is_marker, pairs, tokenize
+from chat_autoparser.analyzer.structures import FunctionFormat, Part, ToolCallStructure
 
 from .json_call import JsonCall, JsonCalls
 from .peg import NEED, Capture, Driven, Empty, Input, Lit, Marker, Noted, Opt, Parser, Repeat, Run, Seq, Until
@@ -100,7 +100,7 @@ def _json_call(ts: ToolCallStructure) -> tuple[Parser, Marker | None, Marker | N
 
 def json_plan(ts: ToolCallStructure) -> CallPlan | None:
     """The canonical form of a JSON-object call, read whole in one-shot parsing (see
-    :mod:`generator.plan`): the template's own keys and layout, the name (and id) between the
+    :mod:`chat_autoparser.generator.plan`): the template's own keys and layout, the name (and id) between the
     quotes the template writes."""
     parts = ts.call_parts
     frame = json_frame(ts)

@@ -17,12 +17,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
 
-from analyzer import analyze_template
-from analyzer.formatter import format_call
-from analyzer.hub import load_pretrained
-from analyzer.load import LoadedTemplate, from_string
-from analyzer.render import Renderer, make_renderer
-from analyzer.structures import Caps, TemplateAnalysis
+from chat_autoparser.analyzer import analyze_template
+from chat_autoparser.analyzer.formatter import format_call
+from chat_autoparser.analyzer.hub import load_pretrained
+from chat_autoparser.analyzer.load import LoadedTemplate, from_string
+from chat_autoparser.analyzer.render import Renderer, make_renderer
+from chat_autoparser.analyzer.structures import Caps, TemplateAnalysis
 
 from .export import export
 from .incremental import IncrementalRenderer
@@ -79,7 +79,7 @@ class ChatTemplate:
 
     def polyfill(self, messages: Messages, tools: Tools = None) -> Polyfilled:
         """``messages`` and ``tools`` rewritten only where the caps say the template lacks a
-        feature; ``applied`` says what was done (see :mod:`generator.polyfill`)."""
+        feature; ``applied`` says what was done (see :mod:`chat_autoparser.generator.polyfill`)."""
         return polyfill(self.caps, messages, tools, example_call=self._example_call(tools))
 
     def _example_call(self, tools: Tools) -> str:
@@ -112,7 +112,7 @@ class ChatTemplate:
     # ---- parsing and exports
     def parser(self, tools: Tools = None, tool_choice: Literal["auto", "required", "none"] = "auto",
                parallel_tool_calls: bool = True, prompt: str | None = None, **kwargs: Any) -> ChatParams:
-        """The parser, grammar and triggers of a request (see :func:`generator.generate_parser`;
+        """The parser, grammar and triggers of a request (see :func:`chat_autoparser.generator.generate_parser`;
         ``kwargs``: ``enable_thinking``, ``id_factory``, ``calls_in_reasoning``)."""
         return generate_parser(self.analysis, tools=tools, tool_choice=tool_choice,
                                parallel_tool_calls=parallel_tool_calls, prompt=prompt, **kwargs)
@@ -124,6 +124,6 @@ class ChatTemplate:
 
     def export(self, fmt: str, tools: Tools = None, **kwargs: Any) -> dict[str, Any] | str:
         """The analysis as ``fmt`` (``hf``, ``edgellm``, ``gbnf``, ``lark``, ``structural-tag``):
-        a dict for the JSON formats, text for the grammars (see :mod:`generator.export`)."""
+        a dict for the JSON formats, text for the grammars (see :mod:`chat_autoparser.generator.export`)."""
         return export(self.analysis, fmt, tools=tools, template=self.template, **kwargs)
 

@@ -2,7 +2,7 @@
 
 One emitter for every format: a tool call is its skeleton (literal parts, the tool's name, an
 id, an index, the arguments), and arguments are either one value written under the template's
-:class:`~analyzer.structures.ValueFormat` (JSON, Python, a dialect) or one unit per argument.
+:class:`~chat_autoparser.analyzer.structures.ValueFormat` (JSON, Python, a dialect) or one unit per argument.
 Values follow each tool's JSON schema: types, enums, const, required/optional properties,
 nested objects and arrays, ``anyOf``/``oneOf``. Reasoning and content stay free text.
 
@@ -12,7 +12,7 @@ line, no token syntax.
 
 Example::
 
-    >>> from analyzer import analyze_template
+    >>> from chat_autoparser.analyzer import analyze_template
     >>> a = analyze_template("templates/chatml-think.jinja")
     >>> tools = [{"type": "function", "function": {"name": "f", "parameters": {
     ...     "type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}}]
@@ -25,10 +25,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from analyzer.structures import Part, ReasoningMode, TemplateAnalysis, ToolCallStructure, ValueFormat
-from analyzer.values import dump
+from chat_autoparser.analyzer.structures import Part, ReasoningMode, TemplateAnalysis, ToolCallStructure, ValueFormat
+from chat_autoparser.analyzer.values import dump
 
 from .calls import channel_parts
 from .message import split_turn_end
@@ -559,17 +560,29 @@ def build_gbnf(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]] | 
     return g.text()
 
 
-def attach_grammar(params: Any, analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]] | None,
-                   tool_choice: str, parallel_tool_calls: bool) -> None:
-    """Fill grammar, laziness, triggers and preserved tokens of ``params``."""
+@dataclass(frozen=True, slots=True)
+class GrammarBundle:
+    """What constrains one request's output: the GBNF grammar (None without tools, or with
+    ``tool_choice="none"``), whether it applies only once a trigger fires, the triggers, and the
+    tokens a tokenizer must keep whole."""
+
+    grammar: str | None = None
+    lazy: bool = False
+    triggers: list[dict[str, str]] = field(default_factory=list)
+    preserved_tokens: list[str] = field(default_factory=list)
+
+
+def grammar_bundle(analysis: TemplateAnalysis, tools: Sequence[Mapping[str, Any]] | None, tool_choice: str,
+                   parallel_tool_calls: bool, mode: ReasoningMode) -> GrammarBundle:
+    """The grammar, laziness, triggers and preserved tokens for a request whose parser reads
+    reasoning in ``mode``."""
     from .triggers import grammar_triggers, preserved_tokens, use_lazy_grammar
 
-    params.preserved_tokens = preserved_tokens(analysis)
+    kept = preserved_tokens(analysis)
     if tool_choice == "none" or not tools or not analysis.tool_call_structure.supports_tools:
-        return
+        return GrammarBundle(preserved_tokens=kept)
     triggers = grammar_triggers(analysis, tools)
-    lazy = use_lazy_grammar(analysis, params.parser.mode, tool_choice, triggers)
-    params.grammar = build_gbnf(analysis, tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
-                                lazy=lazy, mode=params.parser.mode)
-    params.grammar_lazy = lazy
-    params.grammar_triggers = triggers if lazy else []
+    lazy = use_lazy_grammar(analysis, mode, tool_choice, triggers)
+    grammar = build_gbnf(analysis, tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+                         lazy=lazy, mode=mode)
+    return GrammarBundle(grammar, lazy, triggers if lazy else [], kept)

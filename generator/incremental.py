@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, Mapping, Sequence
 
-from analyzer.errors import RenderError
+from chat_autoparser.errors import RenderError
 
 Render = Callable[..., str]
 

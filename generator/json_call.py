@@ -3,7 +3,7 @@ spacing): fields are routed by name, the arguments keep the model's own bytes.
 
 Example::
 
-    >>> from generator.peg import run_all
+    >>> from chat_autoparser.generator.peg import run_all
     >>> events = run_all(JsonCall(["name"], ["arguments"], ""), '{"arguments": {"a": 1}, "name": "f"}')[1]
     >>> [e for e in events if e[0] == "chunk"]
     [('chunk', 'tool_args', '{"a": 1}'), ('chunk', 'tool_name', 'f')]

@@ -3,9 +3,9 @@ the turn, from the analysis and the request (reasoning mode, tools on or off, pa
 
 Example::
 
-    >>> from analyzer import analyze_template
-    >>> from analyzer.structures import ReasoningMode
-    >>> from generator.peg import run_all
+    >>> from chat_autoparser.analyzer import analyze_template
+    >>> from chat_autoparser.analyzer.structures import ReasoningMode
+    >>> from chat_autoparser.generator.peg import run_all
     >>> g = build_message_grammar(analyze_template("templates/chatml-think.jinja"),
     ...                           mode=ReasoningMode.OPTIONAL, tools_enabled=False, parallel=False)
     >>> [e for e in run_all(g, "<think>\\nhm\\n</think>\\nHi")[1] if e[0] == "chunk"]
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from analyzer.markers import is_marker, tokenize
-from analyzer.structures import FunctionFormat, ReasoningMode, TemplateAnalysis
+from chat_autoparser.analyzer.markers import is_marker, tokenize
+from chat_autoparser.analyzer.structures import FunctionFormat, ReasoningMode, TemplateAnalysis
 
 from .calls import (Sectioned, bare_json_calls, call_guards, channel_call, channel_parts, section_end, separator_ws,
                     tool_guards, tool_section, tool_stops, turn_end_like)
@@ -63,7 +63,7 @@ def split_turn_end(analysis: TemplateAnalysis) -> tuple[TemplateAnalysis, str]:
     part before it closes the section. Example::
 
         >>> from dataclasses import replace
-        >>> from analyzer import analyze_template
+        >>> from chat_autoparser.analyzer import analyze_template
         >>> a = analyze_template("templates/chatml-think.jinja")
         >>> ts = replace(a.tool_call_structure, tool_section_end="]</tool_call><|im_end|>\n")
         >>> cut, rest = split_turn_end(replace(a, tool_call_structure=ts))

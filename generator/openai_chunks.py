@@ -12,8 +12,8 @@ string pieces of a call, an id sent twice would be two ids run together).
 
 Example::
 
-    >>> from analyzer import analyze_template
-    >>> from generator import generate_parser
+    >>> from chat_autoparser.analyzer import analyze_template
+    >>> from chat_autoparser.generator import generate_parser
     >>> a = analyze_template("templates/chatml-think.jinja")
     >>> s = ChunkStream(generate_parser(a).parser.stream(), a, completion_id="chatcmpl-1", created=0, model="m")
     >>> [c["choices"][0]["delta"] for c in s.feed("<think>\\nhm\\n</think>\\nHi")]
@@ -28,8 +28,8 @@ import time
 import uuid
 from typing import Any, Literal
 
-from analyzer.structures import FunctionFormat, TemplateAnalysis
-from analyzer.walk import PartKind, split_at
+from chat_autoparser.analyzer.structures import FunctionFormat, TemplateAnalysis
+from chat_autoparser.analyzer.walk import PartKind, split_at
 
 from .assemble import as_delta
 

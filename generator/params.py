@@ -5,16 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
-from analyzer.structures import ReasoningMode, TemplateAnalysis
+from chat_autoparser.analyzer.structures import ReasoningMode, TemplateAnalysis
 
 from .assemble import IdFactory
+from .gbnf import grammar_bundle
 from .parser import MessageParser
 from .state import thinking_setting
 
 
-@dataclass
+@dataclass(frozen=True)
 class ChatParams:
-    """Parser, grammar, triggers, preserved tokens and generation prompt for one request shape."""
+    """Parser, grammar, triggers, preserved tokens and generation prompt for one request shape;
+    built once by :func:`generate_parser` (frozen: a server may share it between requests)."""
 
     parser: MessageParser
     grammar: str | None = None
@@ -60,11 +62,11 @@ def generate_parser(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, 
     ``calls_in_reasoning``: an unclosed reasoning block ends at a well-formed call to a known
     tool (reported in ``parse_warnings``); ``id_factory(index, name, text_before)`` gives the id of a
     call the model wrote none for; ``text_before`` is the length and the last characters of the
-    reasoning and of the content before it (default: :func:`~generator.assemble.default_call_id`,
+    reasoning and of the content before it (default: :func:`~chat_autoparser.generator.assemble.default_call_id`,
     deterministic). ``ChatParams.start`` says what the parser assumed.
     Example::
 
-        >>> from analyzer import analyze_template
+        >>> from chat_autoparser.analyzer import analyze_template
         >>> params = generate_parser(analyze_template("templates/chatml-think.jinja"))
         >>> params.parser.parse("<think>\\nok\\n</think>\\nDone")["reasoning_content"]
         'ok'
@@ -76,10 +78,9 @@ def generate_parser(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, 
                            id_factory=id_factory)
     setting = thinking_setting(analysis, enable_thinking)
     generation_prompt = setting.generation_prompt if setting is not None else analysis.generation_prompt
-    params = ChatParams(parser=parser, generation_prompt=generation_prompt,
-                        thinking_forced_open=parser.mode == ReasoningMode.FORCED_OPEN,
-                        chat_template_kwargs=setting.kwargs_dict if setting is not None else {},
-                        start=parser.state.to_dict())
-    from .gbnf import attach_grammar
-    attach_grammar(params, analysis, tools, tool_choice, parallel_tool_calls)
-    return params
+    grammar = grammar_bundle(analysis, tools, tool_choice, parallel_tool_calls, parser.mode)
+    return ChatParams(parser=parser, grammar=grammar.grammar, grammar_lazy=grammar.lazy,
+                      grammar_triggers=grammar.triggers, preserved_tokens=grammar.preserved_tokens,
+                      generation_prompt=generation_prompt, thinking_forced_open=parser.mode == ReasoningMode.FORCED_OPEN,
+                      chat_template_kwargs=setting.kwargs_dict if setting is not None else {},
+                      start=parser.state.to_dict())

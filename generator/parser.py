@@ -3,7 +3,7 @@ and the thinking setting a request runs under.
 
 Example::
 
-    >>> from analyzer import analyze_template
+    >>> from chat_autoparser.analyzer import analyze_template
     >>> p = MessageParser(analyze_template("templates/chatml-think.jinja"))
     >>> s = p.stream()
     >>> [e["text"] for c in ("<think>\\nh", "m\\n</think>\\nHi") for e in s.feed(c) if e["type"] == "region_chunk"]
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from analyzer.errors import ParseError
-from analyzer.structures import TemplateAnalysis, ToolCallStructure
+from chat_autoparser.errors import ParseError
+from chat_autoparser.analyzer.structures import TemplateAnalysis, ToolCallStructure
 
 from .assemble import FIELD, Assembler, CallShape, CallState, IdFactory
 from .message import build_message_grammar
@@ -269,7 +269,7 @@ class MessageStream:
     def whole(self, text: str, *, plans: bool = True) -> dict[str, Any]:
         """One-shot: the message of a complete output fed at once (no region events are built).
         ``plans`` off: calls are read part by part even where they could be read whole
-        (:mod:`generator.plan`), as streaming reads them (for checks)."""
+        (:mod:`chat_autoparser.generator.plan`), as streaming reads them (for checks)."""
         if self._done or self._session.inp.end:
             raise RuntimeError("whole() on a stream that was fed")
         self._asm.quiet = True
@@ -307,7 +307,7 @@ class MessageParser:
 
     Example::
 
-        >>> from analyzer import analyze_template
+        >>> from chat_autoparser.analyzer import analyze_template
         >>> p = MessageParser(analyze_template("templates/chatml-think.jinja"))
         >>> p.parse("<think>\\nhmm\\n</think>\\nHi!")["content"]
         'Hi!'

@@ -13,7 +13,7 @@ corpus checks that both ways give the same message (streaming always takes the g
 
 Example::
 
-    >>> from generator.peg import Marker, Until
+    >>> from chat_autoparser.generator.peg import Marker, Until
     >>> name = Until([Marker(">")], to_end=False)
     >>> plan = CallPlan([lit_step("<call name=", False, True), (NAME, name), lit_step(">", True, False),
     ...                  (JSON, None), lit_step("</call>", False, False)])
@@ -92,7 +92,7 @@ class CallPlan:
 def lit_step(text: str, raw_before: bool, raw_after: bool) -> Step:
     """A literal written as the template writes it, next to raw text (a name, a key, a value) on
     the sides given: there it takes only its own whitespace; next to other structure, any (as
-    the general parser's :func:`~generator.skeleton.literal` does)."""
+    the general parser's :func:`~chat_autoparser.generator.skeleton.literal` does)."""
     if not text.strip():  # whitespace only: its own before raw text, else any
         return (LIT, ("", False, True)) if not raw_after else (LIT, (text, False, False))
     core = text if raw_before else text.lstrip()
@@ -146,7 +146,7 @@ _WS = _JSON_WS.match
 
 
 def _json_end(text: str, i: int) -> int:
-    """The end of the JSON value at ``i`` (as :class:`~generator.peg.JsonValue` reads it whole),
+    """The end of the JSON value at ``i`` (as :class:`~chat_autoparser.generator.peg.JsonValue` reads it whole),
     or -1."""
     if text.startswith("{", i):  # (the usual arguments: an object is never a number cut short)
         try:

@@ -12,7 +12,7 @@ the template lacks          the conversation is rewritten so
 
 Example::
 
-    >>> from analyzer.structures import Caps
+    >>> from chat_autoparser.analyzer.structures import Caps
     >>> p = polyfill(Caps(supports_system_role=False), [{"role": "system", "content": "Be brief."},
     ...                                                 {"role": "user", "content": "Hi"}])
     >>> p.messages, p.applied
@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from analyzer.structures import Caps
+from chat_autoparser.analyzer.structures import Caps
 
 TOOLS_HEADER = "You can call these tools (one JSON description a line):"
 SYNTAX_HEADER = "Write a call like this:"

@@ -10,7 +10,7 @@
 
 Example::
 
-    >>> from generator.peg import Capture, Seq, Until, run_all
+    >>> from chat_autoparser.generator.peg import Capture, Seq, Until, run_all
     >>> body = Segments([(("<b>",), Seq(Marker("<b>"), Capture("bold", Until([Marker("</b>")])), Marker("</b>")))],
     ...                 [Marker("<b>")])
     >>> [e for e in run_all(body, "x<b>y</b>")[1] if e[0] == "chunk"]

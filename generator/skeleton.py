@@ -10,8 +10,8 @@ template writes before the name (``functions.``) may be missing.
 
 Example::
 
-    >>> from analyzer.structures import FunctionFormat, Part, ToolCallStructure
-    >>> from generator.peg import run_all
+    >>> from chat_autoparser.analyzer.structures import FunctionFormat, Part, ToolCallStructure
+    >>> from chat_autoparser.generator.peg import run_all
     >>> ts = ToolCallStructure(call_parts=(Part("lit", "<call>"), Part("name"), Part("lit", "</call>")))
     >>> [e for e in run_all(skeleton_call(ts, []), "<call> f</call>")[1] if e[0] == "chunk"]
     [('chunk', 'tool_name', ' f')]
@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from analyzer.markers import is_marker, tokenize
-from analyzer.structures import FunctionFormat, Part, ToolCallStructure
+from chat_autoparser.analyzer.markers import is_marker, tokenize
+from chat_autoparser.analyzer.structures import FunctionFormat, Part, ToolCallStructure
 
 from .peg import (SLOW, Attempt, Capture, Choice, Driven, Empty, Input, JsonValue, Lit, Marker, Noted, Opt, Parser,
                   Repeat, Run, Seq, Until, Valid, Ws, deviate, skip_ws)
@@ -290,7 +290,7 @@ class TaggedArgs:
         self.after = list(after)
 
     def unit(self) -> tuple[Parser, list[Step] | None]:
-        """One argument unit, and its plan (None when it has none: see :mod:`generator.plan`)."""
+        """One argument unit, and its plan (None when it has none: see :mod:`chat_autoparser.generator.plan`)."""
         sk, ts = self.skeleton, self.ts
         seq: list[Parser] = []
         steps: list[Step] | None = []
@@ -375,7 +375,7 @@ class TaggedArgs:
 def arguments(ts: ToolCallStructure, after: list[Marker], closers: Sequence[str] = ()) -> tuple[Parser, Step | None]:
     """The arguments of a call: tagged units, or one value (JSON, or the template's format);
     ``after`` ends a broken or raw value, ``closers`` (default: the first of ``after``) are what
-    follows the arguments directly. With their plan (None: none, see :mod:`generator.plan`)."""
+    follows the arguments directly. With their plan (None: none, see :mod:`chat_autoparser.generator.plan`)."""
     if ts.args_mode == "tagged":
         return TaggedArgs(ts, after, closers).parser()
     fmt = ts.args_format

@@ -10,7 +10,7 @@ completes it).
 
 Example::
 
-    >>> from analyzer import analyze_template
+    >>> from chat_autoparser.analyzer import analyze_template
     >>> a = analyze_template("templates/chatml-think.jinja")
     >>> start_state(a, prompt="<|im_start|>assistant\\n<think>\\n").mode.value
     'REASONING_FORCED_OPEN'
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from analyzer.structures import ReasoningMode, TemplateAnalysis, ThinkingSetting
+from chat_autoparser.analyzer.structures import ReasoningMode, TemplateAnalysis, ThinkingSetting
 
 
 @dataclass(frozen=True)

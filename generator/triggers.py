@@ -11,7 +11,7 @@ switch the grammar on too early), and when no trigger can be found.
 
 Example::
 
-    >>> from analyzer import analyze_template
+    >>> from chat_autoparser.analyzer import analyze_template
     >>> a = analyze_template("templates/chatml-think.jinja")
     >>> grammar_triggers(a, [{"type": "function", "function": {"name": "f"}}])
     [{'type': 'word', 'value': '<tool_call>'}]
@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-from analyzer.markers import is_marker, tokenize
-from analyzer.structures import ReasoningMode, TemplateAnalysis
+from chat_autoparser.analyzer.markers import is_marker, tokenize
+from chat_autoparser.analyzer.structures import ReasoningMode, TemplateAnalysis
 
 
 def _names(tools: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Read argument values back: the inverse of :func:`analyzer.values.dump`, to JSON.
+"""Read argument values back: the inverse of :func:`chat_autoparser.analyzer.values.dump`, to JSON.
 
 Templates write values as JSON, Python literals (``True``, ``'x'``), or JSON-like dialects
 (``{k:<|"|>v<|"|>}``). :class:`LiteralValue` scans one such value as it streams (strings with
@@ -26,7 +26,7 @@ import tokenize
 from json.encoder import encode_basestring
 from typing import Any, Sequence
 
-from analyzer.structures import ValueFormat
+from chat_autoparser.analyzer.structures import ValueFormat
 
 from .peg import NEED, Driven, Input, Run, deviate
 

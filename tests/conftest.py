@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from corpus_fixtures import (corpus, corpus_entry, corpus_root, pytest_generate_tests,  # noqa: E402,F401
                              session_corpus)
 
-from analyzer import analyze_template  # noqa: E402
-from analyzer.errors import ChatAutoparserError  # noqa: E402
+from chat_autoparser.analyzer import analyze_template  # noqa: E402
+from chat_autoparser.errors import ChatAutoparserError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 # no test reads or writes the user's analysis cache (template-report turns it on by default)
@@ -42,8 +42,8 @@ def analyzed():
 def fixed_points_of(path: Path) -> dict:
     """Every render → parse fixed-point scenario of a template (``generator.verify.fixed_point``), computed
     once per session: ``{scenario: FixedPoint}`` (empty when the analysis failed)."""
-    from analyzer import load_template
-    from generator.verify.fixed_point import SCENARIOS, fixed_point
+    from chat_autoparser.analyzer import load_template
+    from chat_autoparser.generator.verify.fixed_point import SCENARIOS, fixed_point
     key = str(path)
     if key not in _FIXED_POINTS:
         a = analysis_or_error(path)
@@ -61,14 +61,9 @@ def fixed_points():
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The corpus is at hand before the doctests of ``analyzer.corpus`` (which read it) run;
-    tests marked ``slow`` (the llama.cpp extended check) run only when asked for with ``-m slow``
-    (or any ``-m`` expression naming it)."""
-    if any(isinstance(item, pytest.DoctestItem) and item.name.startswith("analyzer.corpus.") for item in items):
-        try:
-            session_corpus(config)
-        except ChatAutoparserError:
-            pass  # the doctests fail with the reason
+    """Tests marked ``slow`` (the llama.cpp extended check) run only when asked for with ``-m slow``
+    (or any ``-m`` expression naming it). (The examples of ``analyzer.corpus`` fetch the corpus
+    first themselves: tests/test_doctests.py.)"""
     if "slow" in (config.getoption("markexpr") or ""):
         return
     skip = pytest.mark.skip(reason="extended check: run with -m slow")
@@ -81,8 +76,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def llama_vocab(pytestconfig: pytest.Config) -> Path:
     """The vocab-only GGUF llama.cpp checks tokenize with; skips, saying why, without
     llama-cpp-python or without the vocabularies ``fetch-corpus`` extracts."""
-    from analyzer.corpus import CorpusError, vocab_dir
-    from generator.verify.engines import llama_cpp_available
+    from chat_autoparser.analyzer.corpus import CorpusError, vocab_dir
+    from chat_autoparser.generator.verify.engines import llama_cpp_available
 
     if not llama_cpp_available():
         pytest.skip("llama_cpp (llama-cpp-python) is not installed; build it with "

@@ -24,8 +24,8 @@ from typing import Callable, Iterator
 
 import pytest
 
-from analyzer.corpus import CorpusEntry, CorpusError, corpus_entries
-from tools.fetch_corpus import ensure_corpus
+from chat_autoparser.analyzer.corpus import CorpusEntry, CorpusError, corpus_entries
+from chat_autoparser.tools.fetch_corpus import ensure_corpus
 
 _SESSION: list[Path | CorpusError] = []  # the session's answer, once found (or the error)
 

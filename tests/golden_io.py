@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analyzer.errors import ChatAutoparserError
-from analyzer.structures import TemplateAnalysis
+from chat_autoparser.errors import ChatAutoparserError
+from chat_autoparser.analyzer.structures import TemplateAnalysis
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 

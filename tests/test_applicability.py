@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from analyzer.load import from_string
-from generator.verify.applicability import source_facts
+from chat_autoparser.analyzer.load import from_string
+from chat_autoparser.generator.verify.applicability import source_facts
 
 TURNS = "{% for m in messages %}<|{{ m.role }}|>{BODY}<|end|>{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
 

@@ -1,7 +1,7 @@
 """The benchmark figures in the documents are the ones the benchmarks kept (tools/benchmark_figures.py).
 
 No timing is asserted: these tests check that every table of ``docs/benchmarks.md`` and the
-README's headline paragraph are what ``python -m tools.benchmark_figures`` writes from
+README's headline paragraph are what ``python -m chat_autoparser.tools.benchmark_figures`` writes from
 ``benchmarks/results/*.json``, that each result names the committed code it measured, and that
 an edit by hand is caught.
 """
@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-import tools.benchmark_figures as bf
+import chat_autoparser.tools.benchmark_figures as bf
 
 
 def test_doctests() -> None:
@@ -31,7 +31,7 @@ def test_every_block_has_its_result_and_says_it() -> None:
         assert names, f"{path.name} has no benchmark block"
         filled, missing = bf.fill(text, content)
         assert not missing, f"{path.name}: no saved result for {missing}"
-        assert filled == text, f"{path.name} differs from benchmarks/results: run python -m tools.benchmark_figures"
+        assert filled == text, f"{path.name} differs from benchmarks/results: run python -m chat_autoparser.tools.benchmark_figures"
     assert bf.main(["--check"]) == 0
 
 

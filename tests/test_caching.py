@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from analyzer.load import from_string
-from analyzer.prober import Prober
-from analyzer.template_info import template_info
+from chat_autoparser.analyzer.load import from_string
+from chat_autoparser.analyzer.prober import Prober
+from chat_autoparser.analyzer.template_info import template_info
 
 USER = [{"role": "user", "content": "hi"}]
 PLAIN = "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
@@ -70,12 +70,12 @@ def test_a_shared_render_records_failures_and_fallbacks_per_probe() -> None:
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import analyzer.analyze as analyze_module  # noqa: E402
-from analyzer import analysis_cache  # noqa: E402
-from analyzer.analyze import analyze_template  # noqa: E402
-from analyzer.disk_cache import DiskCache  # noqa: E402
-from analyzer.errors import AnalysisError, RenderLimitError, TemplateError  # noqa: E402
-from analyzer.limits import RenderLimits  # noqa: E402
+import chat_autoparser.analyzer.analyze as analyze_module  # noqa: E402
+from chat_autoparser.analyzer import analysis_cache  # noqa: E402
+from chat_autoparser.analyzer.analyze import analyze_template  # noqa: E402
+from chat_autoparser.analyzer.disk_cache import DiskCache  # noqa: E402
+from chat_autoparser.errors import AnalysisError, RenderLimitError, TemplateError  # noqa: E402
+from chat_autoparser.analyzer.limits import RenderLimits  # noqa: E402
 
 CHATML = Path(__file__).resolve().parents[1] / "templates" / "chatml-think.jinja"
 
@@ -203,7 +203,7 @@ def test_disk_cache_stays_under_its_size(tmp_path: Path) -> None:
 
 
 def test_template_report_reads_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tools.template_report import main
+    from chat_autoparser.tools.template_report import main
     monkeypatch.setenv("AUTOPARSER_CACHE", str(tmp_path / "cache"))
     args = [str(CHATML), "--json", str(tmp_path / "r.json"), "--no-timings", "--jobs", "1", "--quiet"]
     assert main(args) == 0

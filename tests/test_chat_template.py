@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.errors import ChatAutoparserError, RenderError, TemplateError
-from generator import ChatTemplate
+from chat_autoparser.errors import ChatAutoparserError, RenderError, TemplateError
+from chat_autoparser.generator import ChatTemplate
 
 REPO = Path(__file__).resolve().parents[1]
 CHATML = REPO / "templates" / "chatml-think.jinja"

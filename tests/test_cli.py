@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.debug_template_parser import EXIT_ANALYSIS, EXIT_INPUT, EXIT_OK, main
+from chat_autoparser.tools.debug_template_parser import EXIT_ANALYSIS, EXIT_INPUT, EXIT_OK, main
 
 REPO = Path(__file__).resolve().parents[1]
 OWN = str(REPO / "templates" / "chatml-think.jinja")
@@ -103,28 +103,37 @@ def test_template_raising_for_every_probe_is_an_analysis_error(tmp_path, capsys)
 
 def test_console_script_is_installed():
     """The entry point runs as a program (what the README's first command does)."""
-    r = subprocess.run([sys.executable, "-m", "tools.debug_template_parser", OWN, "--json"], cwd=REPO,
+    r = subprocess.run([sys.executable, "-m", "chat_autoparser.tools.debug_template_parser", OWN, "--json"], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and json.loads(r.stdout)["template"]
 
 
 def test_version(capsys):
-    from analyzer import __version__
+    from chat_autoparser import __version__
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0 and __version__ in capsys.readouterr().out
 
 
-def test_packaging_installs_no_top_level_tools_and_ships_the_manifest():
+def test_packaging_installs_one_top_level_name_and_ships_the_manifest():
     import tomllib
 
-    from tools import shipped
+    from chat_autoparser.tools import shipped
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     setup = project["tool"]["setuptools"]
-    assert "tools" not in setup["packages"] and setup["package-dir"]["autoparser_tools"] == "tools"
-    assert all(v.startswith("autoparser_tools.") for v in project["project"]["scripts"].values())
-    assert setup["package-dir"]["autoparser_tools.templates"] == "templates"
+    assert {p.split(".")[0] for p in setup["packages"]} == {"chat_autoparser"}
+    # every package folder of the checkout is installed (a new subpackage left out of the list
+    # would be missing from the wheel, yet import fine from the checkout)
+    folders = {"chat_autoparser": "chat_autoparser", **{k: v for k, v in setup["package-dir"].items()}}
+    found = {"chat_autoparser.templates"}
+    for name, folder in folders.items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO / folder).parts
+            found.add(".".join([name, *rel]))
+    assert found == set(setup["packages"])
+    assert all(v.startswith("chat_autoparser.tools.") for v in project["project"]["scripts"].values())
+    assert setup["package-dir"]["chat_autoparser.templates"] == "templates"
     assert shipped("corpus-manifest.tsv").is_file() and shipped("chatml-think.jinja").is_file()
 
 
@@ -134,7 +143,7 @@ def test_export_writes_the_raw_artefact(tmp_path, capsys, fmt):
     tools.write_text(json.dumps(TOOLS))
     code, out, err = run(capsys, OWN, "--export", fmt, "--tools", str(tools))
     assert code == EXIT_OK and not err
-    from generator import ChatTemplate
+    from chat_autoparser.generator import ChatTemplate
     expected = ChatTemplate.from_pretrained(OWN).export(fmt, tools=TOOLS)
     assert (json.loads(out) if isinstance(expected, dict) else out) == expected
     target = tmp_path / "artefact"

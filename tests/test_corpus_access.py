@@ -17,12 +17,12 @@ from urllib.error import HTTPError
 
 import pytest
 
-from analyzer import corpus as corpus_mod
-from analyzer.corpus import (MANIFEST_COLUMNS, CorpusEntry, CorpusError, ManifestRow, cache_root, corpus_dir,
+from chat_autoparser.analyzer import corpus as corpus_mod
+from chat_autoparser.analyzer.corpus import (MANIFEST_COLUMNS, CorpusEntry, CorpusError, ManifestRow, cache_root, corpus_dir,
                              corpus_entries, read_manifest, vocab_dir)
-from analyzer.errors import ChatAutoparserError
+from chat_autoparser.errors import ChatAutoparserError
 from corpus_fixtures import corpus_params
-from tools import fetch_corpus as fc
+from chat_autoparser.tools import fetch_corpus as fc
 
 TEMPLATE_A = b"{{ messages[0].content }}\n"
 TEMPLATE_B = b"{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
@@ -129,7 +129,7 @@ def test_shared_corpus_is_beside_the_checkout_else_beside_the_current_directory(
     monkeypatch.chdir(tmp_path)
     assert corpus_mod.shared_corpus_dir() == tmp_path / "a" / "shared" / "corpus"
     # installed: the module is in site-packages; a command run from a checkout looks beside it
-    monkeypatch.setattr(corpus_mod, "__file__", str(tmp_path / "site-packages" / "analyzer" / "corpus.py"))
+    monkeypatch.setattr(corpus_mod, "__file__", str(tmp_path / "site-packages" / "chat_autoparser" / "analyzer" / "corpus.py"))
     (tmp_path / "b" / "repo").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "b" / "repo")
     assert corpus_mod.shared_corpus_dir() == tmp_path / "b" / "shared" / "corpus"

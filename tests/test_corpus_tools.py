@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from analyzer.caps import tool_forms
-from analyzer.formatter import format_tool_calls
-from analyzer.load import load_template
-from analyzer.prober import Prober
-from analyzer.structures import TemplateAnalysis
-from analyzer.tools import PROBES, VERIFY, _as_calls, _Ctx
-from generator.verify.applicability import source_facts
+from chat_autoparser.analyzer.caps import tool_forms
+from chat_autoparser.analyzer.formatter import format_tool_calls
+from chat_autoparser.analyzer.load import load_template
+from chat_autoparser.analyzer.prober import Prober
+from chat_autoparser.analyzer.structures import TemplateAnalysis
+from chat_autoparser.analyzer.tool_calls import PROBES, VERIFY, _as_calls, _Ctx
+from chat_autoparser.generator.verify.applicability import source_facts
 
 # Templates whose rendered calls the analysis cannot describe, with the reason (strict:
 # the test fails when one starts passing, so this list cannot go stale).
@@ -51,9 +51,9 @@ def _formatter_reproduces(path, analyzed) -> None:
     ts = a.tool_call_structure
     assert ts.supports_tools, f"template renders tool calls but analysis says: {ts.reason}"
     prober = Prober(load_template(path))
-    from analyzer.caps import probe_caps
-    from analyzer.turns import probe_turns
-    from analyzer.reasoning import detect_reasoning
+    from chat_autoparser.analyzer.caps import probe_caps
+    from chat_autoparser.analyzer.turns import probe_turns
+    from chat_autoparser.analyzer.reasoning import detect_reasoning
     caps = probe_caps(prober)
     turns = probe_turns(prober, caps)
     ctx = _Ctx(prober=prober, forms=tool_forms(caps), turns=turns,

@@ -22,9 +22,9 @@ import zlib
 from collections import Counter
 from typing import Any
 
-from analyzer.errors import ChatAutoparserError
-from analyzer.markers import tokenize
-from generator.verify.deviations import Output, deviations, problem, strict_problem
+from chat_autoparser.errors import ChatAutoparserError
+from chat_autoparser.analyzer.markers import tokenize
+from chat_autoparser.generator.verify.deviations import Output, deviations, problem, strict_problem
 
 AMBIGUOUS_AFTER = ("content written right after a call whose closer is missing runs into its last value: "
                    "nothing tells where the value ends")

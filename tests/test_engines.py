@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from generator.verify.engines import EngineError, LLGuidanceChecker, LlamaCppChecker
-from generator.verify.gbnf_check import check_gbnf
+from chat_autoparser.generator.verify.engines import EngineError, LLGuidanceChecker, LlamaCppChecker
+from chat_autoparser.generator.verify.gbnf_check import check_gbnf
 
 # The notes' test grammar (shared/notes/dependencies.md, section 2): one get_weather call with a
 # JSON string argument and flexible whitespace.

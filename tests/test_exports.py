@@ -1,5 +1,5 @@
 """Every exporter over the corpus, checked by the tool that consumes its output
-(:mod:`generator.verify.exports`): transformers' ``parse_response`` reads our HF response
+(:mod:`chat_autoparser.generator.verify.exports`): transformers' ``parse_response`` reads our HF response
 template, llguidance compiles our structural tags (as vLLM's guidance backend does) and our
 GBNF and Lark grammars, and the Edge-LLM JSON formats the standard conversations exactly as the
 Jinja template does. A template a format cannot say is "not expressible" with the reason (counted
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from analyzer import load_template
-from analyzer.errors import ChatAutoparserError
-from generator.export import NotExpressible, edgellm
-from generator.verify.exports import verify_exports
+from chat_autoparser.analyzer import load_template
+from chat_autoparser.errors import ChatAutoparserError
+from chat_autoparser.generator.export import NotExpressible, edgellm
+from chat_autoparser.generator.verify.exports import verify_exports
 
 NEXT_OPENER = ("calls with no closer of their own end where the next call opens (a lookahead); transformers' "
                "streaming does not end a region at a lookahead, so the next call runs into the arguments")
@@ -187,7 +187,7 @@ def test_edgellm_matches_the_seed_example_for_qwen3(corpus_root) -> None:
     """seed 002's Qwen3 example (its default system prompt is the exporter's option: the
     template writes none, and the check against the Jinja output would refuse one)."""
     t = load_template(corpus_root / "llama.cpp" / "Qwen-Qwen3-0.6B.jinja")
-    from analyzer import analyze_template
+    from chat_autoparser.analyzer import analyze_template
     ct = edgellm.chat_template(t, analyze_template(t), model_path="/path/to/Qwen3-0.6B")
     turn = {"suffix": "<|im_end|>\n"}
     assert ct == {"model_path": "/path/to/Qwen3-0.6B", "content_types": {}, "default_system_prompt": "",
@@ -197,8 +197,8 @@ def test_edgellm_matches_the_seed_example_for_qwen3(corpus_root) -> None:
 
 
 def test_not_expressible_is_typed_with_the_evidence() -> None:
-    from analyzer import from_string
-    from analyzer import analyze_template
+    from chat_autoparser.analyzer import from_string
+    from chat_autoparser.analyzer import analyze_template
     t = from_string("{% for m in messages %}{% if loop.first %}FIRST {% endif %}<{{ m.role }}>{{ m.content }}"
                     "{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}")
     with pytest.raises(NotExpressible) as e:
@@ -207,7 +207,7 @@ def test_not_expressible_is_typed_with_the_evidence() -> None:
 
 
 def _edgellm_case(source: str):
-    from analyzer import analyze_template, from_string
+    from chat_autoparser.analyzer import analyze_template, from_string
     t = from_string(source)
     return t, analyze_template(t)
 
@@ -227,7 +227,7 @@ def test_edgellm_refuses_an_empty_default_system_block() -> None:
 def test_edgellm_explains_a_message_rewritten_once_others_follow() -> None:
     """A template that writes an instruction into the last user message only: the flattened
     conversation differs, and the template's own renders show why (not expressible)."""
-    from generator.verify.exports import verify_edgellm
+    from chat_autoparser.generator.verify.exports import verify_edgellm
     t, a = _edgellm_case("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if loop.last and m.role == 'user' %}"
                          "Think first.\n{% endif %}{{ m.content }}<|im_end|>\n{% endfor %}"
                          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
@@ -238,7 +238,7 @@ def test_edgellm_explains_a_message_rewritten_once_others_follow() -> None:
 def test_edgellm_mismatch_no_render_explains_fails(monkeypatch) -> None:
     """A flattened conversation that differs although the template writes every message the
     same wherever it stands is our export's fault: failing, not "not expressible"."""
-    from generator.verify.exports import verify_edgellm
+    from chat_autoparser.generator.verify.exports import verify_edgellm
     t, a = _edgellm_case(CHATML)
     assert verify_edgellm(t, a).status == "verified"
     wrong = {"conversation": "multi_turn", "enable_thinking": False, "jinja": "x", "flattened": "y"}
@@ -251,8 +251,8 @@ def test_hf_start_anchor_takes_the_generation_prompts_own_text() -> None:
     """Text every setting's generation prompt writes after the assistant header (not a reasoning
     marker, nor the start of one) is the prompt's: the response template's anchor ends after it."""
     import dataclasses
-    from analyzer import analyze_template
-    from generator.export.hf import response_template
+    from chat_autoparser.analyzer import analyze_template
+    from chat_autoparser.generator.export.hf import response_template
     a = analyze_template("templates/chatml-think.jinja")
     assert response_template(a)["start_anchor"] == a.assistant_start
     judged = dataclasses.replace(a, generation_prompt=a.assistant_start + "<judge>\n",

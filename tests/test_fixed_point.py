@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from generator.verify.fixed_point import SCENARIOS
+from chat_autoparser.generator.verify.fixed_point import SCENARIOS
 
 UNESCAPED = "the template writes string arguments in double quotes without escaping the quotes inside them"
 JOINED = "the template joins keyword arguments without commas (city=\"Paris\"days=3): the output is ambiguous"
@@ -223,7 +223,7 @@ MISSED: dict[str, str] = {
 
 def missed(template, analysis) -> list[str]:
     """What the template writes (by its renders and source) that the analysis does not find."""
-    from generator.verify.applicability import source_facts
+    from chat_autoparser.generator.verify.applicability import source_facts
     facts, ts = source_facts(template), analysis.tool_call_structure
     out = []
     if facts.writes_reasoning and not analysis.content_structure.reasoning_end:
@@ -240,8 +240,8 @@ def test_analysis_finds_what_the_template_writes(corpus_entry, analyzed):
     reasoning (a message's reasoning shows in its turn, or its source writes a pair of markers
     named for it), has an analysis that finds them. The fixed point runs those scenarios
     whatever the analysis says, so a miss shows there too."""
-    from analyzer import load_template
-    from analyzer.structures import TemplateAnalysis
+    from chat_autoparser.analyzer import load_template
+    from chat_autoparser.analyzer.structures import TemplateAnalysis
     a = analyzed(corpus_entry.path)
     if not isinstance(a, TemplateAnalysis):
         pytest.skip("no analysis (its error is checked by test_golden)")
@@ -259,14 +259,14 @@ def test_missed_entries_are_corpus_templates(corpus):
 
 @pytest.fixture(scope="module")
 def chatml_analysis():
-    from analyzer import analyze_template, load_template
+    from chat_autoparser.analyzer import analyze_template, load_template
     t = load_template("templates/chatml-think.jinja")
     return t, analyze_template(t)
 
 
 def _wrong(analysis, what: str):
     from dataclasses import replace
-    from analyzer.structures import ReasoningMode, ToolCallStructure
+    from chat_autoparser.analyzer.structures import ReasoningMode, ToolCallStructure
     if what == "reasoning":
         cs = replace(analysis.content_structure, reasoning_start="", reasoning_end="",
                      reasoning_mode=ReasoningMode.NONE, reasoning_source="")
@@ -279,7 +279,7 @@ def _wrong(analysis, what: str):
 def test_a_wrong_analysis_fails(chatml_analysis, what, scenario):
     """An analysis that misses reasoning or tools the template writes fails its scenarios (they
     are not skipped as not applying) and the applicability oracle."""
-    from generator.verify.fixed_point import fixed_point
+    from chat_autoparser.generator.verify.fixed_point import fixed_point
     template, right = chatml_analysis
     assert fixed_point(template, right, scenario).ok and not missed(template, right)
     wrong = _wrong(right, what)
@@ -292,9 +292,9 @@ def test_a_wrong_corpus_analysis_fails(corpus, analyzed):
     """The same on a corpus template: the first (by name) that renders calls and writes
     reasoning, chosen by the template alone, whose scenarios pass with the right analysis and
     render all they carry (reasoning in ``reasoning_content``)."""
-    from analyzer import load_template
-    from generator.verify.applicability import source_facts
-    from generator.verify.fixed_point import fixed_point
+    from chat_autoparser.analyzer import load_template
+    from chat_autoparser.generator.verify.applicability import source_facts
+    from chat_autoparser.generator.verify.fixed_point import fixed_point
 
     def fits(e) -> bool:
         f = source_facts(load_template(e.path))
@@ -316,7 +316,7 @@ def test_a_wrong_corpus_analysis_fails(corpus, analyzed):
 
 @pytest.fixture(scope="module")
 def chatml_think():
-    from analyzer import analyze_template
+    from chat_autoparser.analyzer import analyze_template
     return analyze_template("templates/chatml-think.jinja")
 
 
@@ -348,7 +348,7 @@ def chatml_think():
     ("<|start|>assistant\n", "  \n", False, None),
 ])
 def test_spliced_text(chatml_think, prompt_tail, turn, reasoning, want):
-    from generator.verify.fixed_point import spliced_text
+    from chat_autoparser.generator.verify.fixed_point import spliced_text
     head = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
     assert spliced_text(chatml_think, head + prompt_tail, head + turn, reasoning) == want
 
@@ -358,7 +358,7 @@ def test_spliced_text_after_the_generation_prompts_own_text(chatml_think):
     forced opener the model goes on from): the turn right after it, inside reasoning when the
     setting opens it without a marker."""
     import dataclasses
-    from generator.verify.fixed_point import REASONING, spliced_text
+    from chat_autoparser.generator.verify.fixed_point import REASONING, spliced_text
     head = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
     judged = dataclasses.replace(chatml_think, generation_prompt="<|im_start|>assistant\n<judge>\n")
     assert spliced_text(judged, head + "<judge>\n", head + "<tool_call>X</tool_call>", False) == "<tool_call>X</tool_call>"
@@ -380,7 +380,7 @@ def test_spliced_text_after_the_generation_prompts_own_text(chatml_think):
     ("Hi<|im_end|>\n", "NONE", None),
 ])
 def test_with_reasoning(chatml_think, generated, mode, want):
-    from analyzer.structures import ReasoningMode
-    from generator.verify.fixed_point import REASONING, with_reasoning
+    from chat_autoparser.analyzer.structures import ReasoningMode
+    from chat_autoparser.generator.verify.fixed_point import REASONING, with_reasoning
     got = with_reasoning(chatml_think, generated, ReasoningMode[mode])
     assert got == (want.replace("R", REASONING, 1) if want else None)

@@ -33,9 +33,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzer.errors import ChatAutoparserError, ParseError
-from analyzer.markers import is_marker, tokenize
-from generator.verify.deviations import Output
+from chat_autoparser.errors import ChatAutoparserError, ParseError
+from chat_autoparser.analyzer.markers import is_marker, tokenize
+from chat_autoparser.generator.verify.deviations import Output
 
 WORD = re.compile(r"\w+")
 SLOW = pytest.mark.slow

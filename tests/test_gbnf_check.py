@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from generator.verify.gbnf_check import GbnfError, GbnfIssue, assert_valid_gbnf, check_gbnf, rule_names
+from chat_autoparser.errors import ChatAutoparserError
+from chat_autoparser.generator.verify.gbnf_check import GrammarError, GbnfIssue, assert_valid_gbnf, check_gbnf, rule_names
 
 # In the style of llama.cpp's grammars/json.gbnf, made portable: `ws` has no empty alternative.
 JSON_GBNF = r"""
@@ -229,10 +230,10 @@ def test_every_error_is_reported_and_positions_are_exact():
     assert [(i.line, i.column, i.code) for i in issues] == [
         (1, 15, "bad-escape"), (2, 7, "left-recursion"), (2, 15, "undefined-rule"), (4, 8, "unicode-escape")]
     # a syntax error stops only its own rule; everything shows up in the exception, one line each
-    with pytest.raises(GbnfError) as raised:
+    with pytest.raises(GrammarError) as raised:
         assert_valid_gbnf(text)
     assert raised.value.issues == issues
-    assert isinstance(raised.value, ValueError)
+    assert isinstance(raised.value, ChatAutoparserError)
     for issue in issues:
         assert str(issue) in str(raised.value)
 
@@ -250,7 +251,7 @@ GRAMMARS_IN_SDIST = "vendor/llama.cpp/grammars/"
 
 
 def _sdist_candidates() -> list[Path]:
-    from analyzer.corpus import CorpusError, cache_root
+    from chat_autoparser.analyzer.corpus import CorpusError, cache_root
 
     from corpus_fixtures import session_corpus
 

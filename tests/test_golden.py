@@ -9,7 +9,7 @@ import pytest
 
 from golden_io import dumps, golden_path, golden_record
 
-from analyzer.structures import TemplateAnalysis
+from chat_autoparser.analyzer.structures import TemplateAnalysis
 
 
 def test_golden(corpus_entry, analyzed):

@@ -20,15 +20,15 @@ from typing import Any
 
 import pytest
 
-from analyzer import load_template
-from analyzer.caps import tool_call_messages, tool_forms
-from analyzer.prober import Prober
-from generator.verify.fixed_point import RT_TOOLS, generated_text, kwargs_for
-from analyzer.structures import ArgumentFormat
-from generator import generate_parser
-from generator.message import turn_stop_markers
-from generator.verify.engines import EngineError, LLGuidanceChecker, LlamaCppWorker, grammar_verdict, llama_cpp_verdict
-from generator.verify.gbnf_check import check_gbnf
+from chat_autoparser.analyzer import load_template
+from chat_autoparser.analyzer.caps import tool_call_messages, tool_forms
+from chat_autoparser.analyzer.prober import Prober
+from chat_autoparser.generator.verify.fixed_point import RT_TOOLS, generated_text, kwargs_for
+from chat_autoparser.analyzer.structures import ArgumentFormat
+from chat_autoparser.generator import generate_parser
+from chat_autoparser.generator.message import turn_stop_markers
+from chat_autoparser.generator.verify.engines import EngineError, LLGuidanceChecker, LlamaCppWorker, grammar_verdict, llama_cpp_verdict
+from chat_autoparser.generator.verify.gbnf_check import check_gbnf
 
 NAMES = [t["function"]["name"] for t in RT_TOOLS]
 # scenarios whose calls keep the tools' schemas ("empty_arguments" leaves out a required argument)
@@ -234,7 +234,7 @@ def test_required_tool_choice_and_parallel_off(analyzed):
 
 def test_grammar_follows_schema_details():
     """Types, enums, optional properties, nested objects, arrays and anyOf, on one tool."""
-    from analyzer import analyze_template
+    from chat_autoparser.analyzer import analyze_template
     tools = [{"type": "function", "function": {"name": "book", "parameters": {
         "type": "object", "required": ["when", "seats"],
         "properties": {"when": {"type": "string"}, "seats": {"type": "integer"},
@@ -262,7 +262,7 @@ def test_optional_properties_every_subset():
     optional one were all plain terminals, llguidance lexed them as one greedy lexeme that
     swallowed the separator and refused the next key."""
     import itertools
-    from analyzer import analyze_template
+    from chat_autoparser.analyzer import analyze_template
     props = {"q": {"type": "string"}, "filters": {"type": "object", "additionalProperties": {}},
              "limit": {"type": "number"}, "tags": {"type": "array", "items": {"type": "string"}}}
     values = {"filters": '{"a": [1]}', "limit": "2.5", "tags": '["x", "y"]'}
@@ -283,7 +283,7 @@ def test_optional_properties_every_subset():
 
 def test_deepcopy_of_tools_is_not_needed():
     """The generator does not change the tools it is given."""
-    from analyzer import analyze_template
+    from chat_autoparser.analyzer import analyze_template
     tools = copy.deepcopy(RT_TOOLS)
     generate_parser(analyze_template("templates/chatml-think.jinja"), tools=tools)
     assert tools == RT_TOOLS
@@ -295,7 +295,7 @@ def test_section_end_holding_the_turn_end():
     the grammar ends before it."""
     from dataclasses import replace
 
-    from analyzer import analyze_template, from_string
+    from chat_autoparser.analyzer import analyze_template, from_string
     t = ("{% for m in messages %}{% if m.role == 'user' %}<|user|>\n{{ m.content }}</s>\n"
          "{% elif m.role == 'assistant' %}<|assistant|>\n{% if m.tool_calls %}<tool_call>[{% for tc in m.tool_calls %}"
          "{% if not loop.first %}, {% endif %}{\"name\": \"{{ tc.function.name }}\", \"arguments\": "

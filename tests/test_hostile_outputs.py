@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from generator import generate_parser
+from chat_autoparser.generator import generate_parser
 from test_parser import QWEN25, TOOLS, analysis, calls, parse, strict_error
 
 KIMI = "llama.cpp/Kimi-K2-Instruct.jinja"
@@ -169,8 +169,8 @@ def test_keys_after_a_name_written_as_the_key_are_content():
 @pytest.mark.parametrize("text", ['["a" "b"]', "['a' 'b']", '{"k": "a"\n "b"}'])
 def test_python_literals_never_join_strings_written_side_by_side(text):
     """Python reads ``["a" "b"]`` as ``["ab"]``: a forgotten comma merged two values."""
-    from analyzer.structures import ValueFormat
-    from generator.values import parse_value
+    from chat_autoparser.analyzer.structures import ValueFormat
+    from chat_autoparser.generator.values import parse_value
     with pytest.raises(ValueError):
         parse_value(text, ValueFormat(kind="python_repr"))
 

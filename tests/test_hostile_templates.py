@@ -37,10 +37,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from analyzer import analyze_template, from_string, render
-from analyzer.errors import ChatAutoparserError, RenderLimitError, TemplateError
-from analyzer.limits import DEFAULT_LIMITS, RenderLimits
-from analyzer.render import ENGINES, make_renderer
+from chat_autoparser.analyzer import analyze_template, from_string, render
+from chat_autoparser.errors import ChatAutoparserError, RenderLimitError, TemplateError
+from chat_autoparser.analyzer.limits import DEFAULT_LIMITS, RenderLimits
+from chat_autoparser.analyzer.render import ENGINES, make_renderer
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE_LIMITS = RenderLimits(timeout_s=0.5)
@@ -292,9 +292,9 @@ def baseline() -> None:
 
 CHILD = r"""
 import json, sys, time
-from analyzer import from_string
-from analyzer.errors import ChatAutoparserError
-from analyzer.render import make_renderer
+from chat_autoparser.analyzer import from_string
+from chat_autoparser.errors import ChatAutoparserError
+from chat_autoparser.analyzer.render import make_renderer
 src, engine = json.loads(sys.argv[1])
 r = make_renderer(from_string(src), engine)
 t0 = time.monotonic()
@@ -364,7 +364,7 @@ def test_payload_default_limits_and_analysis(name: str, engine: str) -> None:
 def test_compiling_runs_no_template_code(name: str) -> None:
     """jinja2 evaluated printed constants while generating code: a gigabyte, seconds, and a
     compile cache that kept it. Now compiling allocates next to nothing."""
-    from analyzer.render import compile_template
+    from chat_autoparser.analyzer.render import compile_template
     tracemalloc.start()
     try:
         t0 = time.monotonic()
@@ -398,7 +398,7 @@ def test_compiler_breakers_are_template_errors(src: str, expected: str) -> None:
 
 
 def test_compile_cache_is_bounded_by_source_size() -> None:
-    from analyzer import render
+    from chat_autoparser.analyzer import render
     render._COMPILED.cache_clear()
     text = "x" * 1_000_000
     for i in range(40):  # 40 MB of distinct templates
@@ -425,7 +425,7 @@ def test_analysis_has_a_time_budget() -> None:
 
 def test_a_limit_is_not_retried_on_the_other_engine() -> None:
     """jinja2 refuses over a limit: minijinja, which would render it, is not asked."""
-    from analyzer.prober import Prober
+    from chat_autoparser.analyzer.prober import Prober
     prober = Prober(from_string("{{ 'abc' * 5 }}"), limits=RenderLimits(max_value_size=10))
     assert prober.render("p", [{"role": "user", "content": "x"}]) is None
     assert prober.failures["p"].kind == "limit" and not prober.fallback_used

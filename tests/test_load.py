@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 import pytest
 
-from analyzer.errors import ChatAutoparserError, TemplateError
-from analyzer.load import (MAX_TEMPLATE_BYTES, STAND_IN_TOKENS, LoadedTemplate, from_string, json_depth,
+from chat_autoparser.errors import ChatAutoparserError, TemplateError
+from chat_autoparser.analyzer.load import (MAX_TEMPLATE_BYTES, STAND_IN_TOKENS, LoadedTemplate, from_string, json_depth,
                            load_template)
 
 DEFAULT_SRC = "{% for m in messages %}{{ m.content }}{% endfor %}"
@@ -533,8 +533,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 LOAD_CHILD = r"""
 import json, sys
-from analyzer import load_template
-from analyzer.errors import TemplateError
+from chat_autoparser.analyzer import load_template
+from chat_autoparser.errors import TemplateError
 try:
     load_template(sys.argv[1]); print(json.dumps("ok"))
 except TemplateError as e:

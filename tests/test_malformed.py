@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer import analyze_template
-from analyzer.errors import ParseError
-from generator import generate_parser
+from chat_autoparser.analyzer import analyze_template
+from chat_autoparser.errors import ParseError
+from chat_autoparser.generator import generate_parser
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
@@ -129,7 +129,7 @@ def test_text_around_calls_stays_in_order():
 
 def test_reasoning_forced_open_keeps_a_cut_off_thought():
     """A forced-open prompt: output before the end marker is reasoning even if it never closes."""
-    from analyzer import from_string
+    from chat_autoparser.analyzer import from_string
     t = from_string("{% for m in messages %}<|u|>{{ m.content }}{% endfor %}"
                     "{% if add_generation_prompt %}<|a|><think>\n{% endif %}", name="forced.jinja")
     parser = generate_parser(analyze_template(t)).parser

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generator import marker_search as ms
-from generator.marker_search import marker_search
+from chat_autoparser.generator import marker_search as ms
+from chat_autoparser.generator.marker_search import marker_search
 
 
 def plain(literals: list[str], text: str, pos: int) -> tuple[int, str] | None:

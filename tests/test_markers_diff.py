@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer.diff import (Diff, common_prefix, common_prefix_len, common_suffix, common_suffix_len,
+from chat_autoparser.analyzer.diff import (Diff, common_prefix, common_prefix_len, common_suffix, common_suffix_len,
                            diff, leading_ws, split_around, trailing_ws)
-from analyzer.markers import (closing_for, is_closing, is_marker, is_opening, markers_in, mentions,
+from chat_autoparser.analyzer.markers import (closing_for, is_closing, is_marker, is_opening, markers_in, mentions,
                               mirror_split, opening_for, pairs, stem, tokenize, visible,
                               REASONING_WORDS)
 

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.corpus import CorpusEntry
-from analyzer.markers import markers_in
-from analyzer.template_info import template_info
+from chat_autoparser.analyzer.corpus import CorpusEntry
+from chat_autoparser.analyzer.markers import markers_in
+from chat_autoparser.analyzer.template_info import template_info
 
 REPO = Path(__file__).resolve().parents[1]
-CODE_DIRS = ("analyzer", "generator", "tools")
+CODE_DIRS = ("chat_autoparser", "analyzer", "generator", "tools")
 # The bos/eos stand-ins for a bare .jinja (analyzer/load.py STAND_IN_TOKENS) are render
 # inputs, not markers the analysis looks for.
 ALLOWED_MARKERS = {("analyzer/load.py", "<s>"), ("analyzer/load.py", "</s>")}

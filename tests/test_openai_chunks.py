@@ -1,5 +1,5 @@
 """OpenAI chunks over the corpus: every rendered output of the fixed point, streamed through
-:class:`generator.ChunkStream` in small pieces, gives chunks the ``openai`` package's own
+:class:`chat_autoparser.generator.ChunkStream` in small pieces, gives chunks the ``openai`` package's own
 ``ChatCompletionChunk`` type accepts, a first ``role`` delta, every tool call with an id, type
 and name in its first delta, ids equal to the one-shot message's, and deltas that add up to the
 one-shot message; the finish reason is ``tool_calls``, ``stop``, or ``length`` when cut."""
@@ -11,9 +11,9 @@ import json
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
-from analyzer.errors import ChatAutoparserError
-from generator import ChunkStream, generate_parser
-from generator.verify.fixed_point import RT_TOOLS
+from chat_autoparser.errors import ChatAutoparserError
+from chat_autoparser.generator import ChunkStream, generate_parser
+from chat_autoparser.generator.verify.fixed_point import RT_TOOLS
 
 PIECE = 5  # characters a chunk of model text
 
@@ -70,7 +70,7 @@ def test_chunks_follow_the_openai_schema(corpus_entry, analyzed, fixed_points) -
 
 
 def test_a_cut_output_finishes_with_length() -> None:
-    from analyzer import analyze_template
+    from chat_autoparser.analyzer import analyze_template
     analysis = analyze_template("templates/chatml-think.jinja")
     s = ChunkStream(generate_parser(analysis).parser.stream(), analysis, created=0)
     s.feed("<think>\nstill thinking")

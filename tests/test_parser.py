@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from analyzer import analyze_template
-from analyzer.errors import ParseError
+from chat_autoparser.analyzer import analyze_template
+from chat_autoparser.errors import ParseError
 from corpus_fixtures import session_corpus
-from generator import generate_parser
+from chat_autoparser.generator import generate_parser
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
     "city": {"type": "string"}, "days": {"type": "integer"}, "tags": {"type": "array"}}, "required": ["city"]}}},
@@ -270,7 +270,7 @@ def test_a_call_opened_by_a_marker_the_template_writes_in_another_branch():
     text = '<|python_tag|>{"name": "unknown", "parameters": {}}'
     assert parse(LLAMA31, text)["content"] == text
     params = generate_parser(analysis(LLAMA31), tools=TOOLS)
-    from generator.triggers import trigger_start
+    from chat_autoparser.generator.triggers import trigger_start
     assert trigger_start(f"Sure. <|python_tag|>{call}", params.grammar_triggers) == len("Sure. <|python_tag|>")
 
 
@@ -286,7 +286,7 @@ def test_a_prefix_the_instructions_glue_to_their_example_call_opens_calls():
         assert calls(m)[0] == ("get_weather", {"city": "Paris"}) and not m["content"], text
     assert parse(PHI4_MINI, "Import functools[0] first.")["content"] == "Import functools[0] first."
     params = generate_parser(analysis(PHI4_MINI), tools=TOOLS)
-    from generator.triggers import trigger_start
+    from chat_autoparser.generator.triggers import trigger_start
     assert trigger_start(f"Sure. functools[{call}]", params.grammar_triggers) == len("Sure. functools[")
 
 
@@ -387,7 +387,7 @@ def test_long_tagged_outputs_stream_in_small_chunks():
 
 def test_a_generation_prompt_that_depends_on_tools():
     """The template closes reasoning in the prompt only when the request has tools."""
-    from analyzer import from_string
+    from chat_autoparser.analyzer import from_string
     src = ("{%- if tools %}<|system|>Tools: {{ tools | tojson }}<|end|>{% endif -%}"
            "{%- for m in messages %}<|{{ m.role }}|>{{ m.content }}<|end|>{% endfor -%}"
            "{%- if add_generation_prompt %}<|assistant|><think>{% if tools %}</think>{% endif %}{% endif %}")
@@ -476,7 +476,7 @@ def test_a_whole_output_is_read_without_the_coroutine_path(monkeypatch):
     """One-shot, each segment of an output with reasoning, content and calls is read by the
     parsers' fast paths: none of them gives up (``SLOW``) and sends the segment back to be read
     again as a coroutine."""
-    import generator.recovery as recovery
+    import chat_autoparser.generator.recovery as recovery
 
     given_up: list[int] = []
     rollback = recovery.rollback

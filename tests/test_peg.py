@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generator.peg import (FAIL, Attempt, Capture, Choice, Empty, JsonValue, Lit, Marker, Opt, Repeat, Seq, Session,
+from chat_autoparser.generator.peg import (FAIL, Attempt, Capture, Choice, Empty, JsonValue, Lit, Marker, Opt, Repeat, Seq, Session,
                            Until, Ws, run_all)
 
 

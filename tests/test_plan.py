@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-import generator.plan as plan_module
-from generator.json_call import JsonCalls
-from generator.peg import Input, Lit, Marker, Repeat, Until
-from generator.plan import JSON, KEY, NAME, UNITS, VALUE, CallPlan, PlannedCall, UnitsPlan, lit_step
-from generator.verify.deviations import deviations
+import chat_autoparser.generator.plan as plan_module
+from chat_autoparser.generator.json_call import JsonCalls
+from chat_autoparser.generator.peg import Input, Lit, Marker, Repeat, Until
+from chat_autoparser.generator.plan import JSON, KEY, NAME, UNITS, VALUE, CallPlan, PlannedCall, UnitsPlan, lit_step
+from chat_autoparser.generator.verify.deviations import deviations
 from test_fuzz_outputs import call_outputs
 
 

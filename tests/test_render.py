@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from analyzer.errors import RenderError, RenderLimitError, TemplateError, TemplateRaised
-from analyzer.load import LoadedTemplate, from_string
-from analyzer.render import (ENGINES, RenderLimits, compile_error, hf_tojson, make_renderer,
+from chat_autoparser.errors import RenderError, RenderLimitError, TemplateError, TemplateRaised
+from chat_autoparser.analyzer.load import LoadedTemplate, from_string
+from chat_autoparser.analyzer.render import (ENGINES, RenderLimits, compile_error, hf_tojson, make_renderer,
                              plain_data, prepare_messages)
 
 PINNED = datetime(2024, 2, 29, 13, 5, 9)
@@ -428,9 +428,9 @@ def test_code_is_the_code_of_jinja2s_own_walks(src: str, monkeypatch: pytest.Mon
     from jinja2 import nodes
     from jinja2.compiler import CodeGenerator
 
-    import analyzer.codegen
-    from analyzer.codegen import GuardedCodeGenerator
-    from analyzer.render import _environment
+    import chat_autoparser.analyzer.codegen as codegen_module
+    from chat_autoparser.analyzer.codegen import GuardedCodeGenerator
+    from chat_autoparser.analyzer.render import _environment
 
     env = _environment("immutable")
     ast = env.parse(src)
@@ -445,7 +445,7 @@ def test_code_is_the_code_of_jinja2s_own_walks(src: str, monkeypatch: pytest.Mon
         pull_dependencies = CodeGenerator.pull_dependencies
 
     monkeypatch.setattr(env, "code_generator_class", Stock)
-    monkeypatch.setattr(analyzer.codegen, "_searched_at_once", lambda node: None)
+    monkeypatch.setattr(codegen_module, "_searched_at_once", lambda node: None)
     assert env.compile(ast, raw=True) == ours
 
 
@@ -699,7 +699,7 @@ def test_concurrent_minijinja_fuel() -> None:
 def test_minijinja_worker_interrupted_mid_request_is_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
     """A render interrupted while its reply is on its way (KeyboardInterrupt, an error in the
     caller) must not leave that reply for the next render to read."""
-    import analyzer.minijinja_engine as mj
+    import chat_autoparser.analyzer.minijinja_engine as mj
 
     class Interrupt(BaseException):
         pass
@@ -724,7 +724,7 @@ def test_minijinja_worker_interrupted_mid_request_is_not_reused(monkeypatch: pyt
 def test_minijinja_worker_started_by_a_thread_outlives_it() -> None:
     """The pool hands a worker to any thread: the worker must not die with the thread that
     started it (PR_SET_PDEATHSIG fires when that thread ends, not the process)."""
-    import analyzer.minijinja_engine as mj
+    import chat_autoparser.analyzer.minijinja_engine as mj
 
     renderer = make_renderer(from_string("{{ messages[0].content }}"), "minijinja")
     memory_mb = RenderLimits().worker_memory_mb
@@ -752,7 +752,7 @@ def test_minijinja_worker_started_by_a_thread_outlives_it() -> None:
 def test_an_interrupt_swallowed_is_sent_again():
     """Python ignores an exception raised in a gc callback or a ``__del__``: the watchdog's
     interrupt can land there (seen: hypothesis' gc callback). It is sent again until taken."""
-    from analyzer.watchdog import Interrupted, TimedOut, run_with_deadline
+    from chat_autoparser.analyzer.watchdog import Interrupted, TimedOut, run_with_deadline
     swallowed: list[int] = []
 
     def spin() -> None:

@@ -24,12 +24,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from analyzer import load_template
-from analyzer.corpus import CorpusEntry
-from analyzer.errors import RenderError, RenderLimitError, TemplateError, TemplateRaised
-from analyzer.load import SPECIAL_TOKEN_KEYS, LoadedTemplate, from_string
-from analyzer.render import template_special_tokens
-from generator import ChatTemplate
+from chat_autoparser.analyzer import load_template
+from chat_autoparser.analyzer.corpus import CorpusEntry
+from chat_autoparser.errors import RenderError, RenderLimitError, TemplateError, TemplateRaised
+from chat_autoparser.analyzer.load import SPECIAL_TOKEN_KEYS, LoadedTemplate, from_string
+from chat_autoparser.analyzer.render import template_special_tokens
+from chat_autoparser.generator import ChatTemplate
 
 # Pinned on both sides: several templates print today's date (Llama 3.x, Granite, ...).
 FIXED_NOW = datetime(2025, 3, 14, 9, 26, 53)
@@ -265,7 +265,7 @@ def render_hf(tokenizer: Any, conv: Conversation) -> Outcome:
 # --------------------------------------------------------------------------- our side
 
 def our_renderer(template: LoadedTemplate, engine: str = "jinja2") -> Any:
-    """Our renderer for ``template``: the :class:`~generator.ChatTemplate` serving code renders
+    """Our renderer for ``template``: the :class:`~chat_autoparser.generator.ChatTemplate` serving code renders
     with, the clock pinned to :data:`FIXED_NOW`."""
     return ChatTemplate(template, engine=engine, now=lambda: FIXED_NOW)
 

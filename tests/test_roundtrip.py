@@ -2,7 +2,7 @@
 
 The five models of seed 000's section 6 are checked against that table; the bridge runs over a
 bounded slice of the corpus with a byte-level vocabulary whose special tokens are each template's
-turn markers (the full corpus with real vocabularies: ``python -m tools.roundtrip_report``).
+turn markers (the full corpus with real vocabularies: ``python -m chat_autoparser.tools.roundtrip_report``).
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ import pytest
 import tokenizers
 from tokenizers import decoders, models, pre_tokenizers
 
-from analyzer import analyze_template, load_template
-from analyzer.corpus import corpus_dir
-from analyzer.errors import ChatAutoparserError
-from generator import check_roundtrip, render_with_attribution
-from generator.prefix.bridge import bridge_to_next_turn
-from generator.prefix.conversation import ConversationError, turn_markers
-from generator.prefix.tokens import TokenizerError, fits, load_tokenizer
-from generator.verify.bridge_check import TURNS, check_bridge
-from generator.verify.roundtrip import DIAGNOSES, SCENARIOS, RoundtripInputError
-from tools.debug_template_parser import main as debug_main
-from tools.roundtrip_report import _rendered
+from chat_autoparser.analyzer import analyze_template, load_template
+from chat_autoparser.analyzer.corpus import corpus_dir
+from chat_autoparser.errors import ChatAutoparserError
+from chat_autoparser import check_roundtrip, render_with_attribution
+from chat_autoparser.generator.prefix.bridge import bridge_to_next_turn
+from chat_autoparser.generator.prefix.conversation import ConversationError, turn_markers
+from chat_autoparser.generator.prefix.tokens import TokenizerError, fits, load_tokenizer
+from chat_autoparser.generator.verify.bridge_check import TURNS, check_bridge
+from chat_autoparser.generator.verify.roundtrip import DIAGNOSES, SCENARIOS, RoundtripInputError
+from chat_autoparser.tools.debug_template_parser import main as debug_main
+from chat_autoparser.tools.roundtrip_report import _rendered
 
 REPO = Path(__file__).resolve().parents[1]
 CHATML = str(REPO / "templates" / "chatml-think.jinja")
@@ -152,7 +152,7 @@ def test_tokenizer_from_file_and_errors(tmp_path):
 
 
 def test_gguf_vocabulary_keeps_special_tokens_atomic():
-    from analyzer.corpus import CorpusError, vocab_dir
+    from chat_autoparser.analyzer.corpus import CorpusError, vocab_dir
     try:
         path = vocab_dir() / "ggml-vocab-qwen2.gguf"
     except CorpusError as e:
@@ -233,7 +233,7 @@ def test_cli_roundtrip_table_and_json(capsys):
 
 
 def test_template_report_has_a_roundtrip_column(tmp_path):
-    from tools.template_report import main as report_main
+    from chat_autoparser.tools.template_report import main as report_main
     assert report_main([CHATML, "--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md"),
                         "--jobs", "1", "--quiet"]) == 0
     t = json.loads((tmp_path / "r.json").read_text())["templates"][0]

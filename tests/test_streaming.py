@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from analyzer.errors import ParseError
-from generator.verify.fixed_point import RT_TOOLS
-from generator import as_delta, generate_parser
+from chat_autoparser.errors import ParseError
+from chat_autoparser.generator.verify.fixed_point import RT_TOOLS
+from chat_autoparser.generator import as_delta, generate_parser
 
 CORPUS_SETTINGS = settings(max_examples=6, deadline=None, derandomize=True, database=None,
                            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -133,7 +133,7 @@ def test_stream_equals_parse(corpus_entry, analyzed, fixed_points):
 # ----------------------------------------------------------------- our own template, random text
 
 def _own_parser():
-    from analyzer import analyze_template
+    from chat_autoparser.analyzer import analyze_template
     return generate_parser(analyze_template("templates/chatml-think.jinja"), tools=RT_TOOLS).parser
 
 

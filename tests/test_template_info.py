@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from analyzer.caps import thinking_controls
-from analyzer.template_info import MAX_BLOCK_KINDS, content_block_kinds, template_info
+from chat_autoparser.analyzer.caps import thinking_controls
+from chat_autoparser.analyzer.template_info import MAX_BLOCK_KINDS, content_block_kinds, template_info
 
 
 @pytest.mark.parametrize("source, controls", [

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-import tools.template_report as tr
-from generator.triggers import trigger_start
-from tools.template_report import EXIT_INPUT, EXIT_OK, EXIT_REGRESSION, Entry, main
+import chat_autoparser.tools.template_report as tr
+from chat_autoparser.generator.triggers import trigger_start
+from chat_autoparser.tools.template_report import EXIT_INPUT, EXIT_OK, EXIT_REGRESSION, Entry, main
 
 REPO = Path(__file__).resolve().parents[1]
 CHATML = REPO / "templates" / "chatml-think.jinja"
@@ -160,7 +160,7 @@ def test_a_broken_parser_is_caught_by_the_gate(run: dict[str, object], tmp_path:
                                                monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     """A real regression, not a doctored file: the parser starts losing the last tool call."""
-    from generator import MessageParser
+    from chat_autoparser.generator import MessageParser
 
     real_parse = MessageParser.parse
 
@@ -261,7 +261,7 @@ def test_timeout_is_recorded_not_waited_for(tmp_path: Path) -> None:
 def test_readme_figures_are_the_reports() -> None:
     """The README's corpus paragraph is what tools/readme_figures.py writes from the kept
     summary: a hand edit, or a summary regenerated without the README, fails."""
-    from tools.readme_figures import DEVIATIONS, README, SUMMARY, block_of, deviations_markdown, figures_markdown
+    from chat_autoparser.tools.readme_figures import DEVIATIONS, README, SUMMARY, block_of, deviations_markdown, figures_markdown
     summary = json.loads(SUMMARY.read_text(encoding="utf-8"))
     readme = README.read_text(encoding="utf-8")
     assert block_of(readme) == figures_markdown(summary)
@@ -270,7 +270,7 @@ def test_readme_figures_are_the_reports() -> None:
 
 def test_readme_summary_is_the_baselines() -> None:
     """The kept summary counts what the committed baseline records (the report both came from)."""
-    from tools.readme_figures import SUMMARY
+    from chat_autoparser.tools.readme_figures import SUMMARY
     summary = json.loads(SUMMARY.read_text(encoding="utf-8"))
     baseline = tr.load_baseline(str(Path(__file__).parent / "report-baseline.json"))
     assert summary["templates"] == len(baseline)

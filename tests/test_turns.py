@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analyzer.turns import assistant_region
+from chat_autoparser.analyzer.turns import assistant_region
 
 USER = "Userq7needle"
 

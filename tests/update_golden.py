@@ -15,9 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from golden_io import dumps, golden_path, golden_record  # noqa: E402
 
-from analyzer import analyze_template  # noqa: E402
-from analyzer.corpus import corpus_entries  # noqa: E402
-from analyzer.errors import ChatAutoparserError  # noqa: E402
+from chat_autoparser.analyzer import analyze_template  # noqa: E402
+from chat_autoparser.analyzer.corpus import corpus_entries  # noqa: E402
+from chat_autoparser.errors import ChatAutoparserError  # noqa: E402
 
 
 def main() -> int:

@@ -7,8 +7,8 @@ them into the documents between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -
 block per benchmark in ``docs/benchmarks.md``, and ``bench:headline`` in the README)::
 
     python benchmarks/analysis_speed.py --save --llama-cpp BINARY   # (each benchmark, by hand)
-    python -m tools.benchmark_figures            # rewrite the blocks
-    python -m tools.benchmark_figures --check    # exit 1 if a block differs from the results
+    python -m chat_autoparser.tools.benchmark_figures            # rewrite the blocks
+    python -m chat_autoparser.tools.benchmark_figures --check    # exit 1 if a block differs from the results
 
 ``tests/test_benchmark_figures.py`` runs the check, so a figure edited by hand, or a result file
 committed without its tables, fails the suite. No timing is asserted anywhere: the figures are
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no saved result for: " + ", ".join(missing), file=sys.stderr)
         return 1
     if args.check and stale:
-        print("figures differ from benchmarks/results (run python -m tools.benchmark_figures): " + ", ".join(stale),
+        print("figures differ from benchmarks/results (run python -m chat_autoparser.tools.benchmark_figures): " + ", ".join(stale),
               file=sys.stderr)
         return 1
     return 0

@@ -35,14 +35,21 @@ import json
 import sys
 from typing import Any, Sequence
 
-from analyzer import __version__, analyze_template
-from analyzer.hub import load_pretrained
-from analyzer.load import from_string
-from analyzer.errors import AnalysisError, ChatAutoparserError, TemplateError
-from analyzer.markers import visible
-from analyzer.render import ENGINES
-from analyzer.structures import TemplateAnalysis
-from generator.export import FORMATS, JSON_FORMATS
+from chat_autoparser.analyzer import analyze_template
+from chat_autoparser.analyzer.hub import load_pretrained
+from chat_autoparser.analyzer.load import from_string
+from chat_autoparser.analyzer.markers import visible
+from chat_autoparser.analyzer.render import ENGINES
+from chat_autoparser.analyzer.structures import TemplateAnalysis
+from chat_autoparser.generator.export import FORMATS, JSON_FORMATS
+
+from chat_autoparser import __version__
+from chat_autoparser.errors import (
+    AnalysisError,
+    ChatAutoparserError,
+    InputError,
+    TemplateError,
+)
 
 EXIT_OK, EXIT_ANALYSIS, EXIT_INPUT = 0, 1, 2
 
@@ -81,10 +88,6 @@ def _parser() -> argparse.ArgumentParser:
                    "vocabulary, for token-level verdicts")
     g.add_argument("--strict", action="store_true", help="with --parse: a parse error, or a form the template does not write, is an error (exit 1)")
     return p
-
-
-class InputError(Exception):
-    """A file named on the command line that cannot be used (exit 2)."""
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -144,11 +147,14 @@ def _parts_text(parts: Any) -> str:
 def tool_section(a: TemplateAnalysis, template: Any) -> list[Any]:
     """Rich renderables for the tool-call structure, with one example call written by the
     formatter next to the template's own rendering."""
+    from chat_autoparser.analyzer.formatter import format_tool_calls
+    from chat_autoparser.analyzer.tool_calls import (
+        EXAMPLE_CALLS,
+        _as_calls,
+        template_tool_block,
+    )
     from rich.table import Table
     from rich.text import Text
-
-    from analyzer.formatter import format_tool_calls
-    from analyzer.tools import EXAMPLE_CALLS, _as_calls, template_tool_block
 
     ts = a.tool_call_structure
     t = Table(title="Tool calls", show_header=False, title_justify="left")
@@ -288,7 +294,7 @@ def request_report(params: Any, message: dict[str, Any] | None, deltas: list[dic
 def _parse(params: Any, text: str, chunk: int | None,
            strict: bool) -> tuple[dict[str, Any], list | None, list[dict[str, Any]]]:
     """(message, deltas when streamed in ``chunk``-character pieces, deviations)."""
-    from generator import as_delta
+    from chat_autoparser.generator import as_delta
     stream = params.parser.stream(strict=strict)
     events: list[dict[str, Any]] = []
     for i in range(0, len(text), chunk or max(1, len(text))):
@@ -316,14 +322,14 @@ def _load(args: argparse.Namespace, tokens: dict[str, str]) -> Any:
 
 def _request_prompt(loaded: Any, analysis: TemplateAnalysis, tools: Any, kwargs: dict[str, Any]) -> str:
     """The prompt of a one-message request rendered with ``kwargs`` (where the output starts)."""
-    from generator import ChatTemplate
+    from chat_autoparser.generator import ChatTemplate
     ct = ChatTemplate(loaded, analysis=analysis)
     return ct.render([{"role": "user", "content": "Hello."}], tools, **kwargs)
 
 
 def _export(args: argparse.Namespace, loaded: Any, analysis: TemplateAnalysis, tools: Any,
             request: dict[str, Any]) -> int:
-    from generator.export import export
+    from chat_autoparser.generator.export import export
     options = ({"chat_template_kwargs": args.chat_template_kwargs} if args.export == "edgellm" else
                request if args.export in ("gbnf", "lark", "structural-tag") else {})
     try:
@@ -370,7 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _export(args, loaded, analysis, tools, request)
     roundtrip = None
     if args.roundtrip:
-        from generator import check_roundtrip
+        from chat_autoparser.generator.verify.roundtrip import check_roundtrip
         try:
             roundtrip = check_roundtrip(loaded, analysis=analysis, tokenizer=args.tokenizer)
         except ChatAutoparserError as e:  # an unusable tokenizer file
@@ -379,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     deviations: list[dict[str, Any]] = []
     code = EXIT_OK
     if tools is not None or output is not None:
-        from generator import generate_parser
+        from chat_autoparser.generator import generate_parser
         params = generate_parser(analysis, tools=tools, **request)
         if output is not None:
             try:

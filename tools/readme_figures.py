@@ -7,7 +7,7 @@ keeps the summary it wrote them from in ``tests/report-summary.json``, so a test
 hand edit (or a stale figure) from the report's::
 
     template-report --corpus --out /tmp/report --baseline tests/report-baseline.json
-    python -m tools.readme_figures /tmp/report/report.json
+    python -m chat_autoparser.tools.readme_figures /tmp/report/report.json
 
 Example::
 

@@ -2,12 +2,12 @@
 level, at token level for every template with a fitting vocabulary, and the bridge check there.
 
 A vocabulary fits a template when the markers that frame its turns are special tokens of it
-(:func:`~generator.prefix.tokens.fits`); the vocabularies are llama.cpp's test GGUFs
+(:func:`~chat_autoparser.generator.prefix.tokens.fits`); the vocabularies are llama.cpp's test GGUFs
 (``fetch-corpus``) and any ``tokenizer.json`` or folder given with ``--tokenizer``.
 
 Usage::
 
-    python -m autoparser_tools.roundtrip_report [--jobs 4] [--tokenizer DIR_OR_FILE ...] [--json OUT]
+    python -m chat_autoparser.tools.roundtrip_report [--jobs 4] [--tokenizer DIR_OR_FILE ...] [--json OUT]
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from analyzer.corpus import CorpusError, corpus_entries, vocab_dir
-from analyzer.errors import ChatAutoparserError
+from chat_autoparser.analyzer.corpus import CorpusError, corpus_entries, vocab_dir
+from chat_autoparser.errors import ChatAutoparserError
 
 
 def _tokenizer_sources(extra: list[str]) -> list[str]:
@@ -36,7 +36,7 @@ _TOKS: dict[str, Any] = {}
 
 
 def _tokenizers(sources: list[str]) -> dict[str, Any]:
-    from generator.prefix.tokens import TokenizerError, load_tokenizer
+    from chat_autoparser.generator.prefix.tokens import TokenizerError, load_tokenizer
     for s in sources:
         if s not in _TOKS:
             try:
@@ -48,8 +48,8 @@ def _tokenizers(sources: list[str]) -> dict[str, Any]:
 
 def _rendered(t: Any, a: Any) -> str:
     """A tool conversation as the template renders it (its markers decide which vocabulary fits)."""
-    from generator.prefix.conversation import Conversation, tool_message, answer_calls
-    from generator.verify.scenarios import ONE, RESULTS, TOOLS, USER, assistant
+    from chat_autoparser.generator.prefix.conversation import Conversation, tool_message, answer_calls
+    from chat_autoparser.generator.verify.scenarios import ONE, RESULTS, TOOLS, USER, assistant
     conv = Conversation(t, a, TOOLS)
     msg = assistant(conv, False, [ONE] if conv.tools else [], content=None if conv.tools else "Hi")
     after = answer_calls([tool_message(0, RESULTS[0])], msg.get("tool_calls") or []) if conv.tools else []
@@ -60,11 +60,11 @@ def _rendered(t: Any, a: Any) -> str:
 def one(path: str, sources: list[str]) -> dict[str, Any]:
     """The roundtrip of one template: string-level results, and with a fitting vocabulary the
     token-level results and the bridge check."""
-    from analyzer import analyze_template, load_template
-    from generator.prefix.conversation import turn_markers
-    from generator.prefix.tokens import fits
-    from generator.verify.bridge_check import BridgeBroke, check_bridge
-    from generator.verify.roundtrip import check_roundtrip
+    from chat_autoparser.analyzer import analyze_template, load_template
+    from chat_autoparser.generator.prefix.conversation import turn_markers
+    from chat_autoparser.generator.prefix.tokens import fits
+    from chat_autoparser.generator.verify.bridge_check import BridgeBroke, check_bridge
+    from chat_autoparser.generator.verify.roundtrip import check_roundtrip
     out: dict[str, Any] = {"template": path}
     try:
         t = load_template(path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analyzer.markers import visible
+from chat_autoparser.analyzer.markers import visible
 
 MARK = {True: "[green]ok[/]", False: "[red]broken[/]", None: "[dim]n/a[/]"}
 
@@ -28,7 +28,7 @@ def aligned(expected: str, got: str, at: int) -> list[str]:
 
 
 def roundtrip_report(report: Any) -> Any:
-    """A rich renderable of a :class:`~generator.verify.roundtrip.RoundtripReport`."""
+    """A rich renderable of a :class:`~chat_autoparser.generator.verify.roundtrip.RoundtripReport`."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text

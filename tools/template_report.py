@@ -28,7 +28,7 @@ drops) are not checked.
 Templates run ``--jobs`` at a time in worker processes, each under ``--timeout`` (SIGALRM in the
 worker; a worker stuck in C code past half as long again plus 10 s is killed). Analyses are kept
 on disk between runs (``$AUTOPARSER_CACHE``, else the user cache; ``--no-cache``: none), so a
-second run over unchanged templates and code renders no probe (:mod:`analyzer.analysis_cache`).
+second run over unchanged templates and code renders no probe (:mod:`chat_autoparser.analyzer.analysis_cache`).
 
 Exit codes: 0 as good as the baseline (or no baseline), 1 regressions, 2 bad input.
 
@@ -57,11 +57,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from analyzer import analysis_cache
-from analyzer.corpus import MANIFEST_NAME, CorpusError, read_manifest
-from analyzer.errors import ChatAutoparserError
-from analyzer.markers import visible
-from generator.verify.engines import grammar_verdict
+from chat_autoparser.analyzer import analysis_cache
+from chat_autoparser.analyzer.corpus import MANIFEST_NAME, CorpusError, read_manifest
+from chat_autoparser.analyzer.markers import visible
+from chat_autoparser.generator.verify.engines import grammar_verdict
+
+from chat_autoparser.errors import ChatAutoparserError, InputError
 
 from .fetch_corpus import ensure_corpus
 
@@ -71,10 +72,6 @@ PASS, FAIL, NA = "pass", "fail", "n/a"
 MODEL_DIR_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
 TEMPLATE_SUFFIXES = (".jinja", ".gguf")
 MAX_TEXT = 2000  # characters of one rendered text or diff kept in the report
-
-
-class InputError(Exception):
-    """Bad input: a path that is missing or unreadable, no templates, an unreadable baseline."""
 
 
 class TemplateTimeout(BaseException):
@@ -196,8 +193,11 @@ def _uses_tools(scenario: str) -> bool:
 def _check_grammars(params_by_setting: dict[bool, Any]) -> tuple[dict[str, Any], dict[bool, Any]]:
     """GBNF issues and llguidance compilation of each distinct grammar; (detail, checker by setting)."""
     try:
-        from generator.verify.engines import EngineError, LLGuidanceChecker
-        from generator.verify.gbnf_check import check_gbnf
+        from chat_autoparser.generator.verify.engines import (
+            EngineError,
+            LLGuidanceChecker,
+        )
+        from chat_autoparser.generator.verify.gbnf_check import check_gbnf
     except ImportError as e:  # the modules are new; a tree without them reports it, not crashes
         return {"unavailable": f"grammar checkers cannot be imported: {e}", "grammars": []}, {}
     grammars, checkers, compiled = [], {}, {}
@@ -295,9 +295,13 @@ def _analysis_record(analysis: Any) -> dict[str, Any]:
 
 def examine(entry: Entry, timings: dict[str, float]) -> dict[str, Any]:
     """Every check on one template; never raises for a template's faults (they are recorded)."""
-    from analyzer import analyze_template, load_template
-    from generator.verify.fixed_point import RT_TOOLS, SCENARIOS, fixed_point
-    from generator import generate_parser
+    from chat_autoparser.analyzer import analyze_template, load_template
+    from chat_autoparser.generator import generate_parser
+    from chat_autoparser.generator.verify.fixed_point import (
+        RT_TOOLS,
+        SCENARIOS,
+        fixed_point,
+    )
 
     rec: dict[str, Any] = {"name": entry.name, "family": entry.family, "status": "ok", "error": None,
                            "analysis": None, "generation": None, "scenarios": {}, "grammar": None, "deviations": {}}
@@ -360,7 +364,7 @@ def examine(entry: Entry, timings: dict[str, float]) -> dict[str, Any]:
 def _roundtrip(loaded: Any, analysis: Any) -> dict[str, Any]:
     """The prefix-cache roundtrip at string level: per scenario, pass (every setting keeps the
     prefix), fail (one breaks it: its diagnosis and evidence) or n/a."""
-    from generator.verify.roundtrip import check_roundtrip
+    from chat_autoparser.generator.verify.roundtrip import check_roundtrip
 
     try:
         results = check_roundtrip(loaded, analysis=analysis).results
@@ -379,7 +383,7 @@ def _roundtrip(loaded: Any, analysis: Any) -> dict[str, Any]:
 def _deviations(found: dict[str, Any], analysis: Any, r: Any) -> None:
     """Each perturbation of a passing fixed point's output (oracle 5): pass unless one of its
     perturbed outputs parses to another message; the first problem is kept."""
-    from generator.verify.deviations import Output, check, deviations
+    from chat_autoparser.generator.verify.deviations import Output, check, deviations
 
     out = Output.of(analysis, r)
     for dev in deviations(out):
@@ -395,7 +399,7 @@ def _deviations(found: dict[str, Any], analysis: Any, r: Any) -> None:
 
 def checks_of(rec: dict[str, Any]) -> dict[str, str]:
     """The flat check → pass/fail/n/a map the baseline comparison reads."""
-    from generator.verify.fixed_point import SCENARIOS
+    from chat_autoparser.generator.verify.fixed_point import SCENARIOS
 
     analysed = rec["status"] == "ok"
     checks = {"analysis": PASS if analysed else FAIL}
@@ -420,12 +424,12 @@ def checks_of(rec: dict[str, Any]) -> dict[str, str]:
 
 
 def _roundtrip_names() -> list[str]:
-    from generator.verify.scenarios import SCENARIOS
+    from chat_autoparser.generator.verify.scenarios import SCENARIOS
     return list(SCENARIOS)
 
 
 def _perturbation_names() -> list[str]:
-    from generator.verify.deviations import PERTURBATIONS
+    from chat_autoparser.generator.verify.deviations import PERTURBATIONS
     return [p.name for p in PERTURBATIONS]
 
 
@@ -545,7 +549,7 @@ def _count(values: Any) -> dict[str, int]:
 
 def summarize(templates: list[dict[str, Any]]) -> dict[str, Any]:
     """Totals over the templates (no timings)."""
-    from generator.verify.fixed_point import SCENARIOS
+    from chat_autoparser.generator.verify.fixed_point import SCENARIOS
 
     analysed = [t for t in templates if t["status"] == "ok"]
     fixed = {}
@@ -614,7 +618,7 @@ def tool_templates(analysed: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The templates that render tool calls or the request's tools: by their renders (the fixed
     point's applicability, ``generator.verify.applicability``), not by their analysis, so a
     template whose analysis misses its tools still counts."""
-    from generator.verify.fixed_point import NO_TOOLS
+    from chat_autoparser.generator.verify.fixed_point import NO_TOOLS
     return [t for t in analysed
             if any(v.get("skipped") != NO_TOOLS for k, v in t["scenarios"].items() if _uses_tools(k))]
 
@@ -633,7 +637,11 @@ def unchecked_tool_templates(analysed: list[dict[str, Any]]) -> dict[str, str]:
 def unchecked_reasoning_templates(analysed: list[dict[str, Any]]) -> dict[str, str]:
     """Templates that write reasoning (by their renders and source, not their analysis) none of
     whose reasoning scenarios was checked, each with the reason its first one gives."""
-    from generator.verify.fixed_point import CLOSED_REASONING, NO_REASONING, NO_TOOLS
+    from chat_autoparser.generator.verify.fixed_point import (
+        CLOSED_REASONING,
+        NO_REASONING,
+        NO_TOOLS,
+    )
     out = {}
     for t in analysed:
         runs = [v for k, v in t["scenarios"].items() if "reasoning" in k]
@@ -1139,7 +1147,13 @@ def _run_with_progress(entries: list[Entry], jobs: int, timeout_s: float, show: 
     if not show:
         return run_all(entries, jobs, timeout_s)
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     with Progress(TextColumn("templates"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}"), console=Console(stderr=True), transient=True) as bar:

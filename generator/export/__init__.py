@@ -1,5 +1,5 @@
 """Exports of the analysis for other tools, one module per format, all reading the call skeleton
-through one walk (:mod:`analyzer.walk`, :mod:`generator.export.frame`).
+through one walk (:mod:`chat_autoparser.analyzer.walk`, :mod:`chat_autoparser.generator.export.frame`).
 
 ============== ============================================================ ==============
 format         what                                                         returns
@@ -15,7 +15,7 @@ What a format cannot say raises :class:`NotExpressible` with the reason.
 
 Example::
 
-    >>> from analyzer import analyze_template
+    >>> from chat_autoparser.analyzer import analyze_template
     >>> a = analyze_template("templates/chatml-think.jinja")
     >>> export(a, "hf")["fields"]["reasoning_content"]["close"]
     ['</think>', '<|im_end|>']
@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from analyzer.load import LoadedTemplate
-from analyzer.structures import TemplateAnalysis
+from chat_autoparser.analyzer.load import LoadedTemplate
+from chat_autoparser.analyzer.structures import TemplateAnalysis
 
-from .errors import ExportError, NotExpressible
+from ...errors import ExportError, NotExpressible
 
 FORMATS = ("hf", "edgellm", "gbnf", "lark", "structural-tag")
 JSON_FORMATS = frozenset({"hf", "edgellm", "structural-tag"})

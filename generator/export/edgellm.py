@@ -19,7 +19,7 @@ part of the prefixes.
 
 Example::
 
-    >>> from analyzer import analyze_template, load_template
+    >>> from chat_autoparser.analyzer import analyze_template, load_template
     >>> t = load_template("templates/chatml-think.jinja")
     >>> ct = chat_template(t, analyze_template(t))
     >>> ct["roles"]["user"], ct["generation_prompt_thinking"]
@@ -30,14 +30,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from analyzer.diff import common_prefix_len
-from analyzer.errors import RenderError
-from analyzer.load import LoadedTemplate
-from analyzer.render import make_renderer
-from analyzer.structures import TemplateAnalysis
+from chat_autoparser.analyzer.diff import common_prefix_len
+from chat_autoparser.errors import RenderError
+from chat_autoparser.analyzer.load import LoadedTemplate
+from chat_autoparser.analyzer.render import make_renderer
+from chat_autoparser.analyzer.structures import TemplateAnalysis
 
 from ..state import thinking_setting
-from .errors import NotExpressible
+from ...errors import NotExpressible
 
 FMT = "edgellm"
 SYS, USER1, ASSIST, USER2 = "qzsysneedle", "qzuserneedle", "qzassistantneedle", "qzsecondneedle"

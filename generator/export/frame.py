@@ -1,14 +1,14 @@
 """What the exporters share: a call cut at its arguments, read through the one skeleton walk
-(:mod:`analyzer.walk`), and the request's tool names.
+(:mod:`chat_autoparser.analyzer.walk`), and the request's tool names.
 
 A call is ``before`` (the parts up to its arguments: literals, the name, an id, an index),
 the arguments slot, and ``after`` (what closes it). Formats that take a call as "an opener, a
 body, a closer" (HF response templates, structural tags) read it this way; each writes the
-parts its own way with a :class:`~analyzer.walk.SkeletonVisitor`.
+parts its own way with a :class:`~chat_autoparser.analyzer.walk.SkeletonVisitor`.
 
 Example::
 
-    >>> from analyzer.structures import Part, ToolCallStructure
+    >>> from chat_autoparser.analyzer.structures import Part, ToolCallStructure
     >>> ts = ToolCallStructure(call_parts=(Part("lit", "<f="), Part("name"), Part("lit", ">"), Part("args"),
     ...                                    Part("lit", "</f>")), args_mode="whole",
     ...                        supports_tools=True)
@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from analyzer.structures import FunctionFormat, Part, ToolCallStructure
-from analyzer.walk import PartKind, split_at
+from chat_autoparser.analyzer.structures import FunctionFormat, Part, ToolCallStructure
+from chat_autoparser.analyzer.walk import PartKind, split_at
 
-from .errors import NotExpressible
+from ...errors import NotExpressible
 
 
 @dataclass(frozen=True)

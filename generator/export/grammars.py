@@ -1,10 +1,10 @@
 """The request's tool-call grammar as text: GBNF (llama.cpp's dialect, our emitter in
-:mod:`generator.gbnf`) and llguidance's Lark dialect (llguidance's own GBNF→Lark converter, a
+:mod:`chat_autoparser.generator.gbnf`) and llguidance's Lark dialect (llguidance's own GBNF→Lark converter, a
 dependency: the dialect is llguidance's, so its converter is the authority on it).
 
 Example::
 
-    >>> from analyzer import analyze_template
+    >>> from chat_autoparser.analyzer import analyze_template
     >>> tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     >>> text = gbnf(analyze_template("templates/chatml-think.jinja"), tools=tools)
     >>> text.startswith("root ::=")
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from analyzer.structures import TemplateAnalysis
+from chat_autoparser.analyzer.structures import TemplateAnalysis
 
 from ..params import generate_parser
-from .errors import ExportError, NotExpressible
+from ...errors import ExportError, NotExpressible
 
 
 def gbnf(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, Any]] | None = None, fmt: str = "gbnf",

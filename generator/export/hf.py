@@ -15,7 +15,7 @@ name written as a JSON key, arguments as a JSON string, values in a dialect, nes
 
 Example::
 
-    >>> from analyzer import analyze_template
+    >>> from chat_autoparser.analyzer import analyze_template
     >>> rt = response_template(analyze_template("templates/chatml-think.jinja"))
     >>> rt["fields"]["reasoning_content"]["open"], rt["start_anchor"]
     ('<think>', '<|im_start|>assistant\\n')
@@ -28,14 +28,14 @@ import json
 import re
 from typing import Any, Mapping, Sequence
 
-from analyzer.formatter import format_call
-from analyzer.diff import common_prefix_len
-from analyzer.structures import ContentMode, Part, ReasoningMode, TemplateAnalysis, ToolCallStructure
-from analyzer.walk import At, SkeletonVisitor, walk
+from chat_autoparser.analyzer.formatter import format_call
+from chat_autoparser.analyzer.diff import common_prefix_len
+from chat_autoparser.analyzer.structures import ContentMode, Part, ReasoningMode, TemplateAnalysis, ToolCallStructure
+from chat_autoparser.analyzer.walk import At, SkeletonVisitor, walk
 
 from ..calls import json_calls, json_frame, json_section_markers
 from ..message import turn_stop_markers
-from .errors import NotExpressible
+from ...errors import NotExpressible
 from .frame import call_frame, tool_names
 
 FMT = "hf"

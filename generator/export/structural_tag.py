@@ -11,7 +11,7 @@ section holding several calls cannot be said, and raise :class:`NotExpressible`.
 
 Example::
 
-    >>> from analyzer import analyze_template
+    >>> from chat_autoparser.analyzer import analyze_template
     >>> tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     >>> tag = structural_tag(analyze_template("templates/chatml-think.jinja"), tools=tools)
     >>> tag["triggers"], tag["structures"][0]["begin"]
@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from analyzer.structures import Part, TemplateAnalysis
-from analyzer.walk import At, SkeletonVisitor, walk
+from chat_autoparser.analyzer.structures import Part, TemplateAnalysis
+from chat_autoparser.analyzer.walk import At, SkeletonVisitor, walk
 
 from ..message import split_turn_end
 from ..skeleton import first_piece
-from .errors import NotExpressible
+from ...errors import NotExpressible
 from .frame import call_frame, tool_names, tool_parameters
 
 FMT = "structural-tag"

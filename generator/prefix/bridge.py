@@ -33,8 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from analyzer.diff import common_prefix_len
-from analyzer.markers import markers_in
+from chat_autoparser.analyzer.diff import common_prefix_len
+from chat_autoparser.analyzer.markers import markers_in
 
 from ..params import generate_parser
 from .conversation import Conversation, ConversationError, Message, stop_marker, template_of

@@ -1,14 +1,14 @@
 """A conversation rendered through one template: messages shaped the way the template reads them,
 the model's output written in the template's own format, and the message a client builds back.
 
-Shared by the roundtrip check (:mod:`generator.verify.roundtrip`) and the bridge
-(:mod:`generator.prefix.bridge`). Everything derives from the analysis: where the template
+Shared by the roundtrip check (:mod:`chat_autoparser.generator.verify.roundtrip`) and the bridge
+(:mod:`chat_autoparser.generator.prefix.bridge`). Everything derives from the analysis: where the template
 reads reasoning (``caps.reasoning_field``), whether it takes arguments as text or as an object,
-its markers and its call skeleton (written by :mod:`analyzer.formatter`).
+its markers and its call skeleton (written by :mod:`chat_autoparser.analyzer.formatter`).
 
 Example::
 
-    >>> from analyzer import analyze_template, load_template
+    >>> from chat_autoparser.analyzer import analyze_template, load_template
     >>> t = load_template("templates/chatml-think.jinja")
     >>> conv = Conversation(t, analyze_template(t))
     >>> stop_marker(conv.analysis)
@@ -22,24 +22,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from analyzer import analyze_template, load_template
-from analyzer.caps import tool_forms
-from analyzer.errors import ChatAutoparserError
-from analyzer.formatter import format_tool_calls
-from analyzer.load import LoadedTemplate
-from analyzer.markers import markers_in
-from analyzer.prober import Prober
-from analyzer.probes import with_reasoning
-from analyzer.structures import ContentMode, ReasoningMode, TemplateAnalysis
+from chat_autoparser.analyzer import analyze_template, load_template
+from chat_autoparser.analyzer.caps import tool_forms
+from chat_autoparser.analyzer.formatter import format_tool_calls
+from chat_autoparser.analyzer.load import LoadedTemplate
+from chat_autoparser.analyzer.markers import markers_in
+from chat_autoparser.analyzer.prober import Prober
+from chat_autoparser.analyzer.probes import with_reasoning
+from chat_autoparser.analyzer.structures import (
+    ContentMode,
+    ReasoningMode,
+    TemplateAnalysis,
+)
+
+from chat_autoparser.errors import ConversationError
 
 from ..state import start_state
 
 Message = dict[str, Any]
-
-
-class ConversationError(ChatAutoparserError):
-    """A template or message the roundtrip tools cannot use (no template source to render, an
-    assistant message where only new input may go)."""
 
 
 def template_of(source: Any, analysis: TemplateAnalysis | None = None) -> tuple[LoadedTemplate, TemplateAnalysis]:

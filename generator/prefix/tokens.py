@@ -33,11 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from analyzer.errors import ChatAutoparserError
-
-
-class TokenizerError(ChatAutoparserError):
-    """A tokenizer that cannot be loaded or used (missing file, unknown kind, missing package)."""
+from chat_autoparser.errors import TokenizerError
 
 
 @dataclass(frozen=True)
@@ -66,7 +62,7 @@ class TokenizerAdapter:
 
 def fits(tok: TokenizerAdapter, markers: Sequence[str]) -> bool:
     """Whether a vocabulary is a template's: it has markers, each one special token (see
-    :func:`~generator.prefix.conversation.turn_markers`)."""
+    :func:`~chat_autoparser.generator.prefix.conversation.turn_markers`)."""
     return bool(markers) and all(tok.is_special(m) for m in markers)
 
 
@@ -147,7 +143,7 @@ def _need(module: str, why: str) -> Any:
 
 def _load_gguf(path: Path) -> TokenizerAdapter:
     """A llama.cpp vocabulary as a ``tokenizers.Tokenizer``, converted once and cached by sha256."""
-    from analyzer.corpus import cache_root, file_sha256
+    from chat_autoparser.analyzer.corpus import cache_root, file_sha256
     tokenizers = _need("tokenizers", "to use GGUF vocabularies")
     cached = cache_root() / "tokenizers" / f"{file_sha256(path)}.json"
     if cached.is_file():
@@ -208,8 +204,10 @@ def gguf_metadata(path: Path) -> dict[str, Any]:
 def _convert_gguf(path: Path) -> Any:
     _need("transformers", "to convert a GGUF vocabulary into a tokenizer (a one-off, then cached)")
     try:
-        from transformers.integrations.gguf.gguf_tokenizer_mapping import (GGUF_TOKENIZER_MAPPING,
-                                                                             convert_gguf_tokenizer)
+        from transformers.integrations.gguf.gguf_tokenizer_mapping import (
+            GGUF_TOKENIZER_MAPPING,
+            convert_gguf_tokenizer,
+        )
     except ImportError as e:
         raise TokenizerError(f"this transformers version cannot convert GGUF vocabularies ({e})") from None
     meta = gguf_metadata(path)

@@ -9,7 +9,7 @@ it?). The template's switches are turned on by name, from its source.
 
 Example::
 
-    >>> from analyzer import load_template
+    >>> from chat_autoparser.analyzer import load_template
     >>> facts = source_facts(load_template("templates/chatml-think.jinja"))
     >>> facts.renders_calls, facts.writes_reasoning, facts.renders_tools
     (True, True, True)
@@ -20,15 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from analyzer import probes as P
-from analyzer.caps import ToolProbeForms, detect_content_format, detect_stand_ins, thinking_controls, tool_call_messages
-from analyzer.errors import ChatAutoparserError, RenderLimitError
-from analyzer.load import LoadedTemplate
-from analyzer.markers import REASONING_WORDS, is_closing, markers_in, mentions
-from analyzer.reasoning import block_shapes, closer_candidates, content_split
-from analyzer.prober import Prober
-from analyzer.template_info import TemplateInfo, template_info
-from analyzer.tools import probe_tools
+from chat_autoparser.analyzer import probes as P
+from chat_autoparser.analyzer.caps import ToolProbeForms, detect_content_format, detect_stand_ins, thinking_controls, tool_call_messages
+from chat_autoparser.errors import ChatAutoparserError, RenderLimitError
+from chat_autoparser.analyzer.load import LoadedTemplate
+from chat_autoparser.analyzer.markers import REASONING_WORDS, is_closing, markers_in, mentions
+from chat_autoparser.analyzer.reasoning import block_shapes, closer_candidates, content_split
+from chat_autoparser.analyzer.prober import Prober
+from chat_autoparser.analyzer.template_info import TemplateInfo, template_info
+from chat_autoparser.analyzer.tool_calls import probe_tools
 
 # Where a message's reasoning travels in the chat API; the template's own switches (variables
 # named for thinking, read from its source) are turned on, one at a time.
@@ -185,7 +185,7 @@ _CACHE_SIZE = 64
 
 def source_facts(template: LoadedTemplate, engine: str = "jinja2") -> SourceFacts:
     """What ``template`` writes, rendered by ``engine``, from its renders and source alone (see
-    the module docstring). Raises :class:`~analyzer.errors.RenderLimitError` when the renders
+    the module docstring). Raises :class:`~chat_autoparser.errors.RenderLimitError` when the renders
     run out of time or memory."""
     key = (tuple(sorted(template.variants.items())), template.selected,
            repr(sorted(template.special_tokens.items())), engine)

@@ -3,7 +3,7 @@ template's own rendering of the same conversation wherever the template is round
 
 Each round: the prompt's ids; the model's output written in the template's format (as the
 roundtrip check writes it) and tokenized alone, as a model samples it; the parsed answer; the tool
-result; :func:`~generator.prefix.bridge.bridge_to_next_turn` gives the next prompt's ids.
+result; :func:`~chat_autoparser.generator.prefix.bridge.bridge_to_next_turn` gives the next prompt's ids.
 
 Example::
 

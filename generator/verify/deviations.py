@@ -1,7 +1,7 @@
 """Oracle 5, deviations: generic ways models depart from what their template renders.
 
 Each :class:`Perturbation` takes a rendered output that our parser reads correctly (a passing
-render → parse fixed point, :mod:`generator.verify.fixed_point`) and writes it the way a model
+render → parse fixed point, :mod:`chat_autoparser.generator.verify.fixed_point`) and writes it the way a model
 might instead: whitespace between markers, the reasoning start written again, JSON compact or
 pretty, one object where the template writes an array, a key synonym, a missing closer, Python
 quoting... Every perturbation is derived from the analysis (the markers, the call skeleton, the
@@ -14,8 +14,8 @@ must stay content, verbatim.
 
 Example::
 
-    >>> from analyzer import analyze_template, load_template
-    >>> from generator.verify.fixed_point import fixed_point
+    >>> from chat_autoparser.analyzer import analyze_template, load_template
+    >>> from chat_autoparser.generator.verify.fixed_point import fixed_point
     >>> t = load_template("templates/chatml-think.jinja")
     >>> a = analyze_template(t)
     >>> out = Output.of(a, fixed_point(t, a, "tool_call"))
@@ -31,10 +31,10 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Callable, Iterator
 
-from analyzer.errors import ParseError
-from analyzer.formatter import format_call, format_tool_calls
-from analyzer.markers import is_marker, tokenize
-from analyzer.structures import FunctionFormat, ReasoningMode, TemplateAnalysis, ToolCallStructure
+from chat_autoparser.errors import ParseError
+from chat_autoparser.analyzer.formatter import format_call, format_tool_calls
+from chat_autoparser.analyzer.markers import is_marker, tokenize
+from chat_autoparser.analyzer.structures import FunctionFormat, ReasoningMode, TemplateAnalysis, ToolCallStructure
 
 from ..calls import section_end, turn_end_like
 from ..message import split_turn_end
@@ -545,7 +545,7 @@ def _namespace_dropped(out: Output) -> list[str]:
 
 def _without_own_quotes(ts: ToolCallStructure) -> ToolCallStructure:
     """``ts`` without the quotes the template writes around every value itself (``key="value"``,
-    see :func:`generator.skeleton.quotes_apart`): a value in them is then written as Python
+    see :func:`chat_autoparser.generator.skeleton.quotes_apart`): a value in them is then written as Python
     writes it."""
     parts = quotes_apart(ts)
     own = own_quoted(parts)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from analyzer.markers import markers_in
+from chat_autoparser.analyzer.markers import markers_in
 
 from ..prefix.conversation import Conversation, stop_marker
 from .scenarios import Step

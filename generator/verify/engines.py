@@ -28,21 +28,12 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any, Collection, Sequence
 
+from chat_autoparser.errors import EngineError
+
 from ..triggers import trigger_start
 
 __all__ = ["EngineError", "LarkChecker", "LLGuidanceChecker", "LlamaCppChecker", "LlamaCppWorker", "LlamaRun", "llama_cpp_available",
            "llama_cpp_pattern", "grammar_verdict", "llama_cpp_verdict"]
-
-
-class EngineError(ValueError):
-    """An engine refused a grammar (or could not be set up); the message names the engine."""
-
-    def __init__(self, engine: str, message: str) -> None:
-        self.engine, self.message = engine, message
-        super().__init__(f"{engine}: {message.strip()}")
-
-    def __reduce__(self) -> tuple[Any, tuple[str, str]]:  # crosses process boundaries whole
-        return EngineError, (self.engine, self.message)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,7 +136,7 @@ class LLGuidanceChecker(LarkChecker):
         >>> LLGuidanceChecker('root ::= "\\\\u00e9"\\n')
         Traceback (most recent call last):
         ...
-        generator.verify.engines.EngineError: llguidance: grammar refused: ...
+        chat_autoparser.errors.EngineError: llguidance: grammar refused: ...
     """
 
     def __init__(self, gbnf: str) -> None:
@@ -286,7 +277,7 @@ class LlamaCppChecker:
 
     Example (needs llama-cpp-python and a GGUF from ``fetch-corpus``, so not run as a doctest)::
 
-        >>> from analyzer.corpus import vocab_dir
+        >>> from chat_autoparser.analyzer.corpus import vocab_dir
         >>> checker = LlamaCppChecker('root ::= "hi" [0-9]\\n', vocab_dir() / "ggml-vocab-qwen2.gguf")  # doctest: +SKIP
         >>> checker.accepts("hi7"), checker.accepts("hi")  # doctest: +SKIP
         (True, False)

@@ -7,10 +7,10 @@
 * Structural tags: llguidance compiles the tags the way vLLM's guidance backend does
   (``StructTag.to_grammar``) and must accept every rendered tool-call output and refuse the same
   output with an unknown tool name or a mistyped argument.
-* Edge-LLM: see :mod:`generator.export.edgellm` (its checker is the Jinja output itself).
+* Edge-LLM: see :mod:`chat_autoparser.generator.export.edgellm` (its checker is the Jinja output itself).
 * GBNF and Lark grammars: llguidance compiles each (GBNF through its own converter, Lark as it
   is) and must accept every rendered tool-call output and refuse its corruptions
-  (:func:`generator.verify.engines.grammar_verdict`).
+  (:func:`chat_autoparser.generator.verify.engines.grammar_verdict`).
 
 Each check returns an :class:`ExportVerdict`: ``verified``, ``not_expressible`` (with the
 exporter's reason), ``nothing`` (no output of that kind to check) or ``failing`` (with what
@@ -23,8 +23,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from analyzer.markers import is_marker, tokenize
-from analyzer.structures import TemplateAnalysis
+from chat_autoparser.analyzer.markers import is_marker, tokenize
+from chat_autoparser.analyzer.structures import TemplateAnalysis
 
 from ..export import NotExpressible, export
 from ..message import turn_stop_markers
@@ -199,7 +199,7 @@ def verify_structural_tag(analysis: TemplateAnalysis, fixed: Mapping[str, FixedP
 def verify_edgellm(template: Any, analysis: TemplateAnalysis) -> ExportVerdict:
     """The Edge-LLM export: derived, then every standard conversation formatted with it equals
     the Jinja output. A conversation that differs is not expressible only where the template's own
-    renders show why (:func:`~generator.export.edgellm.explain`); otherwise the export fails."""
+    renders show why (:func:`~chat_autoparser.generator.export.edgellm.explain`); otherwise the export fails."""
     from ..export import edgellm
     try:
         ct = edgellm.derive(template, analysis)

@@ -8,7 +8,7 @@ reported, not hidden.
 
 Example::
 
-    >>> from analyzer import analyze_template, load_template
+    >>> from chat_autoparser.analyzer import analyze_template, load_template
     >>> t = load_template("templates/chatml-think.jinja")
     >>> r = fixed_point(t, analyze_template(t), "reasoning+content")
     >>> r.ok, r.template_drops
@@ -21,16 +21,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from analyzer import probes as P
-from analyzer.caps import ToolProbeForms, tool_call_messages, tool_forms
-from analyzer.diff import common_prefix_len
-from analyzer.formatter import format_tool_calls
-from analyzer.instructions import read_instructions
-from analyzer.load import LoadedTemplate
-from analyzer.markers import is_closing, is_marker, markers_in, pairs, tokenize
-from analyzer.prober import Prober
-from analyzer.structures import ReasoningMode, TemplateAnalysis
-from analyzer.tools import tools_section
+from chat_autoparser.analyzer import probes as P
+from chat_autoparser.analyzer.caps import ToolProbeForms, tool_call_messages, tool_forms
+from chat_autoparser.analyzer.diff import common_prefix_len
+from chat_autoparser.analyzer.formatter import format_tool_calls
+from chat_autoparser.analyzer.instructions import read_instructions
+from chat_autoparser.analyzer.load import LoadedTemplate
+from chat_autoparser.analyzer.markers import is_closing, is_marker, markers_in, pairs, tokenize
+from chat_autoparser.analyzer.prober import Prober
+from chat_autoparser.analyzer.structures import ReasoningMode, TemplateAnalysis
+from chat_autoparser.analyzer.tool_calls import tools_section
 
 from ..params import generate_parser
 from ..state import thinking_setting
@@ -162,7 +162,7 @@ def spliced_text(analysis: TemplateAnalysis, prompt: str, full: str, wants_reaso
 
     Example::
 
-        >>> from analyzer import analyze_template
+        >>> from chat_autoparser.analyzer import analyze_template
         >>> a = analyze_template("templates/chatml-think.jinja")
         >>> spliced_text(a, "<|im_start|>assistant\\n<think>\\n", "<|im_start|>assistant\\nHi<|im_end|>\\n", False)
         '\\n</think>\\nHi<|im_end|>\\n'
@@ -314,7 +314,7 @@ def with_reasoning(analysis: TemplateAnalysis, generated: str, mode: ReasoningMo
 
     Example::
 
-        >>> from analyzer import analyze_template
+        >>> from chat_autoparser.analyzer import analyze_template
         >>> a = analyze_template("templates/chatml-think.jinja")
         >>> with_reasoning(a, "Hi<|im_end|>\\n", ReasoningMode.OPTIONAL)
         '<think>\\nFirst, think it through.\\n</think>\\nHi<|im_end|>\\n'

@@ -26,7 +26,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["GbnfIssue", "GbnfError", "check_gbnf", "assert_valid_gbnf", "rule_names"]
+from chat_autoparser.errors import GrammarError
+
+__all__ = ["GbnfIssue", "GrammarError", "check_gbnf", "assert_valid_gbnf", "rule_names"]
 
 IssueKind = Literal["syntax", "semantic", "portability"]
 
@@ -54,15 +56,6 @@ class GbnfIssue:
 
     def __str__(self) -> str:
         return f"{self.message} [{self.kind}]"
-
-
-class GbnfError(ValueError):
-    """A grammar failed ``assert_valid_gbnf``; ``issues`` holds every problem found."""
-
-    def __init__(self, issues: list[GbnfIssue]) -> None:
-        self.issues = list(issues)
-        lines = "\n".join(f"  {issue}" for issue in self.issues)
-        super().__init__(f"invalid GBNF grammar ({len(self.issues)} issue(s)):\n{lines}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -841,19 +834,19 @@ def check_gbnf(text: str, *, portable: bool = True) -> list[GbnfIssue]:
 
 
 def assert_valid_gbnf(text: str, *, portable: bool = True) -> None:
-    """Raise ``GbnfError`` listing every issue of ``text`` (see ``check_gbnf``); return None when valid.
+    """Raise ``GrammarError`` listing every issue of ``text`` (see ``check_gbnf``); return None when valid.
 
     Example::
 
         >>> assert_valid_gbnf('root ::= "x" | y\\n')
         Traceback (most recent call last):
         ...
-        generator.verify.gbnf_check.GbnfError: invalid GBNF grammar (1 issue(s)):
+        chat_autoparser.errors.GrammarError: invalid GBNF grammar (1 issue(s)):
           line 1, column 16: undefined rule 'y' [semantic]
     """
     issues = check_gbnf(text, portable=portable)
     if issues:
-        raise GbnfError(issues)
+        raise GrammarError(issues)
 
 
 def rule_names(text: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 The simulation of one agent step (seed 000, "parse-render roundtrip"): turn N renders the prompt;
 the model writes its answer in the template's own format (the template's rendering of that turn,
-calls written by :mod:`analyzer.formatter`); our parser reads it; turn N+1's messages are built
+calls written by :mod:`chat_autoparser.analyzer.formatter`); our parser reads it; turn N+1's messages are built
 as an OpenAI client builds them (the parsed message, arguments as JSON text or as an object, then
 tool results or a new user message); the template renders turn N+1. The verdict: ``prompt +
 output`` is a prefix of the new prompt (string level) and, with a tokenizer, ``tokens(prompt) +
@@ -26,16 +26,34 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from analyzer.diff import common_prefix_len
-from analyzer.errors import ChatAutoparserError
-from analyzer.load import LoadedTemplate
-from analyzer.structures import TemplateAnalysis
+from chat_autoparser.analyzer.diff import common_prefix_len
+from chat_autoparser.analyzer.load import LoadedTemplate
+from chat_autoparser.analyzer.structures import TemplateAnalysis
+
+from chat_autoparser.errors import RoundtripInputError
 
 from ..params import generate_parser
-from ..prefix.conversation import Conversation, answer_calls, client_message, template_of, tool_message
+from ..prefix.conversation import (
+    Conversation,
+    answer_calls,
+    client_message,
+    template_of,
+    tool_message,
+)
 from ..prefix.tokens import TokenizerAdapter, load_tokenizer
 from .diagnosis import CONTEXT, DIAGNOSES, Facts, diagnose
-from .scenarios import REASONING, ROUNDS, RESULTS, SCENARIOS, TOOLS, USER, Step, assistant, default_setting, plans
+from .scenarios import (
+    REASONING,
+    RESULTS,
+    ROUNDS,
+    SCENARIOS,
+    TOOLS,
+    USER,
+    Step,
+    assistant,
+    default_setting,
+    plans,
+)
 
 
 @dataclass(frozen=True)
@@ -81,9 +99,6 @@ class RoundtripReport:
         """No scenario that applies breaks the prefix."""
         return not self.failures()
 
-
-class RoundtripInputError(ChatAutoparserError):
-    """Bad arguments to :func:`check_roundtrip` (an unknown scenario name, an unusable template)."""
 
 def _output(conv: Conversation, step: Step, prompt: str) -> tuple[str, str] | None:
     """(the model's output, how it was written) for a step, or None when it cannot be written."""
@@ -200,7 +215,7 @@ def check_roundtrip(template_or_analysis: str | Path | LoadedTemplate | Template
                     analysis: TemplateAnalysis | None = None, **template_kwargs: Any) -> RoundtripReport:
     """Run the prefix-cache roundtrip scenarios on a template (see the module docstring).
 
-    ``tokenizer``: anything :func:`~generator.prefix.tokens.load_tokenizer` takes (a tokenizer.json,
+    ``tokenizer``: anything :func:`~chat_autoparser.generator.prefix.tokens.load_tokenizer` takes (a tokenizer.json,
     a .gguf vocabulary, a tokenizer object) for token-level verdicts; ``scenarios``: a subset of
     :data:`SCENARIOS`; ``template_kwargs``: variables passed to every render (they override the
     setting a scenario picks).

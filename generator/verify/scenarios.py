@@ -7,7 +7,7 @@ reasoning (found by rendering, never by their names).
 
 Example::
 
-    >>> from generator.prefix.conversation import Conversation, template_of
+    >>> from chat_autoparser.generator.prefix.conversation import Conversation, template_of
     >>> conv = Conversation(*template_of("templates/chatml-think.jinja"), TOOLS)
     >>> [s.kwargs for s in plans(conv, "tool_call_reasoning")]
     [{}]
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from analyzer.structures import ReasoningMode, ThinkingSetting
+from chat_autoparser.analyzer.structures import ReasoningMode, ThinkingSetting
 
 from ..prefix.conversation import Conversation, tool_message
 from ..state import start_state, thinking_setting
