@@ -25,7 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-FORMATS = ("hf", "hf-stream", "structural-tag", "edgellm", "gbnf", "lark")
+from chat_autoparser.generator.verify.exports import VERIFIERS  # noqa: E402
+
+FORMATS = tuple(VERIFIERS)  # every export's verdicts (the verifier's own table)
 
 
 def check_template(path: str) -> dict[str, Any]:

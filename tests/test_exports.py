@@ -260,3 +260,22 @@ def test_hf_start_anchor_takes_the_generation_prompts_own_text() -> None:
     assert response_template(judged)["start_anchor"] == a.assistant_start + "<judge>\n"
     opened = dataclasses.replace(judged, generation_prompt_thinking=a.assistant_start + "<think>\n")
     assert response_template(opened)["start_anchor"] == a.assistant_start
+
+
+def test_every_export_is_in_one_table_and_checked() -> None:
+    """An export is one module and one entry of generator.export.EXPORTERS; the command line
+    offers every entry, and the verifier checks every one (a new export without its check fails
+    here)."""
+    import importlib
+
+    from chat_autoparser.generator.export import EXPORTERS, FORMATS, JSON_FORMATS
+    from chat_autoparser.generator.verify.exports import VERIFIERS
+    from chat_autoparser.tools.debug_template_parser import _parser
+
+    assert set(EXPORTERS) <= set(VERIFIERS) and FORMATS == tuple(EXPORTERS)
+    assert JSON_FORMATS == {name for name, e in EXPORTERS.items() if e.json}
+    for e in EXPORTERS.values():
+        assert callable(getattr(importlib.import_module(f"chat_autoparser.generator.export.{e.module}"), e.function))
+        assert e.options in ("", "request", "chat_template_kwargs")
+    choices = next(a.choices for a in _parser()._actions if a.dest == "export")
+    assert tuple(choices) == FORMATS

@@ -329,9 +329,8 @@ def _request_prompt(loaded: Any, analysis: TemplateAnalysis, tools: Any, kwargs:
 
 def _export(args: argparse.Namespace, loaded: Any, analysis: TemplateAnalysis, tools: Any,
             request: dict[str, Any]) -> int:
-    from chat_autoparser.generator.export import export
-    options = ({"chat_template_kwargs": args.chat_template_kwargs} if args.export == "edgellm" else
-               request if args.export in ("gbnf", "lark", "structural-tag") else {})
+    from chat_autoparser.generator.export import EXPORTERS, export
+    options = EXPORTERS[args.export].request_options(request, args.chat_template_kwargs)
     try:
         out = export(analysis, args.export, tools=tools, template=loaded, **options)
     except ChatAutoparserError as e:

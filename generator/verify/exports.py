@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from chat_autoparser.analyzer.markers import is_marker, tokenize
 from chat_autoparser.analyzer.structures import TemplateAnalysis
@@ -241,10 +241,20 @@ def verify_grammar(analysis: TemplateAnalysis, fixed: Mapping[str, FixedPoint], 
     return ExportVerdict(fmt, "failing" if details else "verified", details[0] if details else "", len(cases), details)
 
 
+# Each export's checks, by the tool that reads it (one verdict per key; the HF response template
+# is checked one-shot and streamed). Every entry of generator.export.EXPORTERS has one here
+# (tests/test_exports.py), so a new export cannot go unchecked.
+VERIFIERS: dict[str, Callable[[Any, TemplateAnalysis, Mapping[str, FixedPoint]], ExportVerdict]] = {
+    "hf": lambda template, analysis, fixed: verify_hf(analysis, fixed),
+    "hf-stream": lambda template, analysis, fixed: verify_hf(analysis, fixed, streamed=True),
+    "structural-tag": lambda template, analysis, fixed: verify_structural_tag(analysis, fixed),
+    "edgellm": lambda template, analysis, fixed: verify_edgellm(template, analysis),
+    "gbnf": lambda template, analysis, fixed: verify_grammar(analysis, fixed, "gbnf"),
+    "lark": lambda template, analysis, fixed: verify_grammar(analysis, fixed, "lark"),
+}
+
+
 def verify_exports(template: Any, analysis: TemplateAnalysis, fixed: Mapping[str, FixedPoint]
                    ) -> dict[str, ExportVerdict]:
     """Every format's verdict for one template (``fixed``: its fixed points, every scenario)."""
-    return {"hf": verify_hf(analysis, fixed), "hf-stream": verify_hf(analysis, fixed, streamed=True),
-            "structural-tag": verify_structural_tag(analysis, fixed),
-            "edgellm": verify_edgellm(template, analysis), "gbnf": verify_grammar(analysis, fixed, "gbnf"),
-            "lark": verify_grammar(analysis, fixed, "lark")}
+    return {name: verify(template, analysis, fixed) for name, verify in VERIFIERS.items()}
