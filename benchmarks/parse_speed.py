@@ -55,9 +55,9 @@ slows down for a while slows both:
   ours. SGLang is not a dependency of this project; to install it in the project's venv without
   torch (CPU-only, ~40 MB)::
 
-      pip install --no-deps sglang==0.5.23 && pip install orjson msgspec psutil pybase64 ipython
+      pip install --no-deps sglang==0.5.23 && pip install orjson msgspec psutil pybase64 ipython partial-json-parser
 
-  (pydantic, partial-json-parser, openai and transformers come with ``.[test]``). ``import
+  (pydantic, openai and transformers come with ``.[test]``). ``import
   sglang`` itself needs torch; the benchmark loads only ``sglang.srt.function_call`` and
   ``sglang.srt.parser.reasoning_parser``, which do not, by registering the installed folder as
   a bare package. Without it the SGLang columns are skipped with a message.

@@ -156,15 +156,29 @@ def _load_gguf(path: Path) -> TokenizerAdapter:
 
 def gguf_metadata(path: Path) -> dict[str, Any]:
     """The key/value metadata of a GGUF file (arrays as lists), read with the ``gguf`` package's
-    value types, without reading tensors."""
+    value types from the file mapped into memory, without reading tensors. A file that is not
+    GGUF, is cut short, nests arrays over 8 deep or names an unknown type raises
+    ``TokenizerError``.
+
+    (``gguf.GGUFReader`` reads the same values, but builds a numpy view per array element: 12.2 s
+    for llama.cpp's llama-bpe test vocabulary, against 1.7 s here.)"""
+    import mmap
     import struct
 
     from gguf import GGUFValueType as T
     scalar = {T.UINT8: "<B", T.INT8: "<b", T.UINT16: "<H", T.INT16: "<h", T.UINT32: "<I", T.INT32: "<i",
               T.FLOAT32: "<f", T.BOOL: "<?", T.UINT64: "<Q", T.INT64: "<q", T.FLOAT64: "<d"}
-    data = path.read_bytes()
-    if data[:4] != b"GGUF":
-        raise TokenizerError(f"{path}: not a GGUF file")
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            if data[:4] != b"GGUF":
+                raise TokenizerError(f"{path}: not a GGUF file")
+            return _gguf_fields(data, scalar, T, struct)
+    except (OSError, ValueError, struct.error, IndexError, KeyError, OverflowError) as e:
+        raise TokenizerError(f"{path}: unreadable GGUF metadata ({type(e).__name__}: {e})") from None
+
+
+def _gguf_fields(data: Any, scalar: dict[Any, str], T: Any, struct: Any) -> dict[str, Any]:
+    """The metadata fields of a GGUF file's bytes (``data``: a mapping of the whole file)."""
     pos = 8
 
     def u64() -> int:
@@ -175,18 +189,22 @@ def gguf_metadata(path: Path) -> dict[str, Any]:
     def string() -> str:
         nonlocal pos
         n = u64()
+        if pos + n > len(data):
+            raise ValueError(f"a string runs past the end of the file at byte {pos}")
         pos += n
         return data[pos - n:pos].decode("utf-8", "replace")
 
-    def value(kind: int) -> Any:
+    def value(kind: int, depth: int = 0) -> Any:
         nonlocal pos
         kind = T(kind)
         if kind == T.STRING:
             return string()
         if kind == T.ARRAY:
+            if depth >= 8:
+                raise ValueError(f"arrays nested over 8 deep at byte {pos}")
             (sub,) = struct.unpack_from("<I", data, pos)
             pos += 4
-            return [value(sub) for _ in range(u64())]
+            return [value(sub, depth + 1) for _ in range(u64())]
         fmt = scalar[kind]
         pos += struct.calcsize(fmt)
         return struct.unpack_from(fmt, data, pos - struct.calcsize(fmt))[0]
