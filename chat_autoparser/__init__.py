@@ -20,9 +20,12 @@ __version__ = "0.2.0"
 
 # In a source checkout the parts are the repository's top-level folders (analyzer/, generator/,
 # tools/, templates/), beside this one; installed, they are inside it (pyproject.toml's
-# package-dir). A checkout is the folder above this one when it holds the analyzer and generator.
-_checkout = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
-if all(_os.path.isfile(_os.path.join(_checkout, part, "__init__.py")) for part in ("analyzer", "generator")):
+# package-dir). A checkout: no analyzer inside this folder, and the analyzer and the generator
+# beside it.
+_here = _os.path.dirname(_os.path.abspath(__file__))
+_checkout = _os.path.dirname(_here)
+if not _os.path.isdir(_os.path.join(_here, "analyzer")) and \
+        all(_os.path.isfile(_os.path.join(_checkout, part, "__init__.py")) for part in ("analyzer", "generator")):
     __path__.append(_checkout)  # type: ignore[name-defined]  # noqa: F821 - a package's own __path__
 
 from .analyzer import (AnalysisError, ChatAutoparserError, ParseError, RenderError, TemplateAnalysis,  # noqa: E402
