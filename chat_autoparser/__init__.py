@@ -49,6 +49,6 @@ def __getattr__(name: str) -> object:
         from .generator.verify.roundtrip import check_roundtrip
         return check_roundtrip
     if name in ("bridge_to_next_turn", "render_with_attribution"):
-        from .generator.prefix import bridge
-        return getattr(bridge, name)
+        from . import generator  # (loads the bridge on first use, as the generator does)
+        return getattr(generator, name)
     raise AttributeError(f"module 'chat_autoparser' has no attribute {name!r}")

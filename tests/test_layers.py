@@ -32,7 +32,7 @@ def _module_name(path: Path) -> str:
     base = PARTS[parts[0]].split(".") + parts[1:]
     if base[-1] == "__init__":
         base = base[:-1]
-    return ".".join(dict.fromkeys(base)) if parts[0] == "chat_autoparser" else ".".join(base)
+    return ".".join(base)
 
 
 def _imports(path: Path, module: str) -> list[tuple[int, str]]:

@@ -38,6 +38,7 @@ import argparse
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Callable
 
@@ -62,10 +63,6 @@ def _ms(stat: dict[str, Any]) -> str:
 def _x(a: float | None, b: float | None, digits: int = 2) -> str:
     """``a / b`` as a ratio, or a dash when either is missing or not positive."""
     return "–" if not a or not b or a <= 0 or b <= 0 else f"{a / b:.{digits}f}"
-
-
-def _stat_ratio(mine: dict[str, Any], theirs: dict[str, Any], key: str) -> float | None:
-    return mine[key] / theirs[key] if mine.get("n") and theirs.get("n") and theirs[key] > 0 else None
 
 
 def analysis_speed(saved: dict[str, Any]) -> str:
@@ -233,7 +230,6 @@ def headline(results: dict[str, dict[str, Any]]) -> str:
 
 
 def _wrap(text: str, width: int = 100) -> list[str]:
-    import textwrap
     return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
 
 
