@@ -90,8 +90,19 @@ def render_context(template: LoadedTemplate, messages: Sequence[Mapping[str, Any
     """The variables a template sees, built as ``apply_chat_template`` builds them.
 
     Special tokens first, then the caller's kwargs (which override them), then the fixed
-    names; every input is rebuilt from plain data.
+    names; every input is rebuilt from plain data (an input nested too deep to rebuild is a
+    RenderError).
     """
+    try:
+        return _context(template, messages, tools, documents, add_generation_prompt, kwargs, plain_tools)
+    except RecursionError:
+        raise RenderError("the render's input (messages, tools, documents or kwargs) is nested too deep",
+                          template=template.name) from None
+
+
+def _context(template: LoadedTemplate, messages: Sequence[Mapping[str, Any]], tools: Sequence[Any] | None,
+             documents: Sequence[Any] | None, add_generation_prompt: bool, kwargs: Mapping[str, Any],
+             plain_tools: list[Any] | None) -> dict[str, Any]:
     return {
         **template_special_tokens(template.special_tokens),
         **plain_data(dict(kwargs)),

@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
@@ -44,6 +45,8 @@ class ChatTemplate:
         self._renderer: Renderer = make_renderer(template, engine, now=now)
         self._analysis = analysis
         self._incremental = IncrementalRenderer(self._render_plain)
+        # the probe prompt rendered under a request's kwargs (bounded: kwargs come from requests)
+        self._kwargs_prompts: dict[str, tuple[str, str]] = {}
 
     @classmethod
     def from_pretrained(cls, src: str | Path, *, revision: str | None = None, template_name: str | None = None,
@@ -91,14 +94,15 @@ class ChatTemplate:
         return format_call(ts, fn["name"], args, "call_0", 0)
 
     def render(self, messages: Messages, tools: Tools = None, add_generation_prompt: bool = True, *,
-               polyfill: bool = False, **kwargs: Any) -> str:
+               polyfill: bool = False, chat_template_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
         """The prompt, byte for byte what transformers' ``apply_chat_template(..., tokenize=False)``
         gives; with ``polyfill`` the conversation is first rewritten where the template lacks a
-        feature (:meth:`polyfill` says what it does)."""
+        feature (:meth:`polyfill` says what it does). ``chat_template_kwargs`` (the engines' form)
+        and ``kwargs`` are both passed to the template (``kwargs`` win)."""
         if polyfill:
             p = self.polyfill(messages, tools)
             messages, tools = p.messages, p.tools
-        return self._render_plain(messages, tools, add_generation_prompt, **kwargs)
+        return self._render_plain(messages, tools, add_generation_prompt, **{**(chat_template_kwargs or {}), **kwargs})
 
     def render_incremental(self, messages: Messages, tools: Tools = None, add_generation_prompt: bool = False, *,
                            polyfill: bool = False, **kwargs: Any) -> str:
@@ -111,11 +115,43 @@ class ChatTemplate:
 
     # ---- parsing and exports
     def parser(self, tools: Tools = None, tool_choice: Literal["auto", "required", "none"] = "auto",
-               parallel_tool_calls: bool = True, prompt: str | None = None, **kwargs: Any) -> ChatParams:
+               parallel_tool_calls: bool = True, prompt: str | None = None, *,
+               chat_template_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> ChatParams:
         """The parser, grammar and triggers of a request (see :func:`chat_autoparser.generator.generate_parser`;
-        ``kwargs``: ``enable_thinking``, ``id_factory``, ``calls_in_reasoning``)."""
+        ``kwargs``: ``enable_thinking``, ``id_factory``, ``calls_in_reasoning``).
+        ``chat_template_kwargs``: the request's template kwargs, as engines pass them: the parser
+        is built for the setting they select; kwargs the analysis did not probe are rendered (once
+        per distinct kwargs) to find it.
+
+        Example::
+
+            >>> ct = ChatTemplate.from_pretrained("templates/chatml-think.jinja")
+            >>> ct.parser(chat_template_kwargs={"enable_thinking": False}).start["reasoning_mode"]
+            'REASONING_DISABLED'
+        """
+        renderer = None
+        if chat_template_kwargs is not None:
+            renderer = lambda kw: self._kwargs_prompt(kw, tools)  # noqa: E731
         return generate_parser(self.analysis, tools=tools, tool_choice=tool_choice,
-                               parallel_tool_calls=parallel_tool_calls, prompt=prompt, **kwargs)
+                               parallel_tool_calls=parallel_tool_calls, prompt=prompt,
+                               chat_template_kwargs=chat_template_kwargs, prompt_renderer=renderer, **kwargs)
+
+    def _kwargs_prompt(self, kwargs: Mapping[str, Any], tools: Tools) -> tuple[str, str]:
+        """The probe conversation (one user message) rendered with and without the generation
+        prompt under ``kwargs`` (and the request's tools), cached by their JSON."""
+        try:
+            key: str | None = json.dumps([kwargs, tools], sort_keys=True, default=repr)
+        except (TypeError, ValueError, RecursionError):  # not cacheable: rendered every time
+            key = None
+        hit = self._kwargs_prompts.get(key) if key is not None else None
+        if hit is None:
+            messages = [{"role": "user", "content": "Hello"}]
+            hit = (self._render_plain(messages, tools, True, **kwargs), self._render_plain(messages, tools, False, **kwargs))
+            if key is not None:
+                if len(self._kwargs_prompts) >= 64:
+                    self._kwargs_prompts.pop(next(iter(self._kwargs_prompts)))
+                self._kwargs_prompts[key] = hit
+        return hit
 
     def chunks(self, params: ChatParams, **options: Any) -> ChunkStream:
         """An OpenAI ``chat.completion.chunk`` stream of a request's output (options:

@@ -10,7 +10,7 @@ from chat_autoparser.analyzer.structures import ReasoningMode, TemplateAnalysis
 from .assemble import IdFactory
 from .gbnf import grammar_bundle
 from .parser import MessageParser
-from .state import thinking_setting
+from .state import PromptRenderer, thinking_setting
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,9 @@ class ChatParams:
 def generate_parser(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, Any]] | None = None,
                     tool_choice: Literal["auto", "required", "none"] = "auto", parallel_tool_calls: bool = True,
                     enable_thinking: bool | None = None, prompt: str | None = None,
-                    calls_in_reasoning: bool = True, id_factory: IdFactory | None = None) -> ChatParams:
+                    calls_in_reasoning: bool = True, id_factory: IdFactory | None = None,
+                    chat_template_kwargs: Mapping[str, Any] | None = None,
+                    prompt_renderer: PromptRenderer | None = None) -> ChatParams:
     """Build the parser (and, with tools, the grammar and triggers) for one request shape.
 
     ``enable_thinking``: None means the template's own default (a prompt rendered with no
@@ -63,7 +65,12 @@ def generate_parser(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, 
     tool (reported in ``parse_warnings``); ``id_factory(index, name, text_before)`` gives the id of a
     call the model wrote none for; ``text_before`` is the length and the last characters of the
     reasoning and of the content before it (default: :func:`~chat_autoparser.generator.assemble.default_call_id`,
-    deterministic). ``ChatParams.start`` says what the parser assumed.
+    deterministic); ``chat_template_kwargs``: the request's template kwargs, as engines pass them
+    to the template (``{"thinking": True}``, ``{"reasoning_effort": "high"}``, any flag): the
+    parser is built for the setting they select, a probed one or, with ``prompt_renderer``
+    (:meth:`ChatTemplate.parser <chat_autoparser.generator.chat_template.ChatTemplate.parser>` passes one), the generation prompt
+    they render; they never raise (what was not taken into account is in ``start``).
+    ``ChatParams.start`` says what the parser assumed.
     Example::
 
         >>> from chat_autoparser.analyzer import analyze_template
@@ -75,12 +82,21 @@ def generate_parser(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, 
         raise ValueError(f"tool_choice must be 'auto', 'required' or 'none', not {tool_choice!r}")
     parser = MessageParser(analysis, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
                            enable_thinking=enable_thinking, prompt=prompt, calls_in_reasoning=calls_in_reasoning,
-                           id_factory=id_factory)
-    setting = thinking_setting(analysis, enable_thinking)
-    generation_prompt = setting.generation_prompt if setting is not None else analysis.generation_prompt
+                           id_factory=id_factory, chat_template_kwargs=chat_template_kwargs,
+                           prompt_renderer=prompt_renderer)
+    state = parser.state
+    if chat_template_kwargs is not None:
+        named = state.source.removeprefix("setting:").removesuffix(" with tools")
+        setting = analysis.setting(named) if state.source.startswith("setting:") else None
+        generation_prompt = state.generation_prompt if state.generation_prompt is not None else \
+            setting.generation_prompt if setting is not None else analysis.generation_prompt
+        kwargs = dict(state.template_kwargs)
+    else:
+        setting = thinking_setting(analysis, enable_thinking)
+        generation_prompt = setting.generation_prompt if setting is not None else analysis.generation_prompt
+        kwargs = setting.kwargs_dict if setting is not None else {}
     grammar = grammar_bundle(analysis, tools, tool_choice, parallel_tool_calls, parser.mode)
     return ChatParams(parser=parser, grammar=grammar.grammar, grammar_lazy=grammar.lazy,
                       grammar_triggers=grammar.triggers, preserved_tokens=grammar.preserved_tokens,
                       generation_prompt=generation_prompt, thinking_forced_open=parser.mode == ReasoningMode.FORCED_OPEN,
-                      chat_template_kwargs=setting.kwargs_dict if setting is not None else {},
-                      start=parser.state.to_dict())
+                      chat_template_kwargs=kwargs, start=state.to_dict())

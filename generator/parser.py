@@ -21,7 +21,7 @@ from chat_autoparser.analyzer.structures import TemplateAnalysis, ToolCallStruct
 
 from .assemble import FIELD, Assembler, CallShape, CallState, IdFactory
 from .message import build_message_grammar
-from .state import StartState, start_state
+from .state import PromptRenderer, StartState, start_state
 from .values import encode_string
 from .peg import FAIL, Parser, Session
 
@@ -316,12 +316,14 @@ class MessageParser:
     def __init__(self, analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, Any]] | None = None,
                  tool_choice: str = "auto", parallel_tool_calls: bool = True, enable_thinking: bool | None = None,
                  prompt: str | None = None, calls_in_reasoning: bool = True,
-                 id_factory: IdFactory | None = None) -> None:
+                 id_factory: IdFactory | None = None, chat_template_kwargs: Mapping[str, Any] | None = None,
+                 prompt_renderer: PromptRenderer | None = None) -> None:
         self.analysis = analysis
         self.id_factory = id_factory
         self.tools = {t.get("function", t)["name"]: t.get("function", t) for t in (tools or [])}
         self._shape = CallShape.of(analysis.tool_call_structure)
-        self.state = start_state(analysis, enable_thinking=enable_thinking, prompt=prompt, with_tools=bool(self.tools))
+        self.state = start_state(analysis, enable_thinking=enable_thinking, prompt=prompt, with_tools=bool(self.tools),
+                                 chat_template_kwargs=chat_template_kwargs, render=prompt_renderer)
         self.mode = self.state.mode
         self.tools_enabled = tool_choice != "none"
         self.parallel = parallel_tool_calls and analysis.tool_call_structure.supports_parallel

@@ -385,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = EXIT_OK
     if tools is not None or output is not None:
         from chat_autoparser.generator import generate_parser
-        params = generate_parser(analysis, tools=tools, **request)
+        params = generate_parser(analysis, tools=tools, chat_template_kwargs=args.chat_template_kwargs, **request)
         if output is not None:
             try:
                 message, deltas, deviations = _parse(params, output, args.chunk, args.strict)

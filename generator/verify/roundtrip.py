@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from chat_autoparser.analyzer.diff import common_prefix_len
 from chat_autoparser.analyzer.load import LoadedTemplate
@@ -212,14 +212,17 @@ def _multi_turn(conv: Conversation, tokenizer: TokenizerAdapter | None) -> Resul
 
 def check_roundtrip(template_or_analysis: str | Path | LoadedTemplate | TemplateAnalysis, *,
                     tokenizer: Any = None, scenarios: Sequence[str] | None = None,
-                    analysis: TemplateAnalysis | None = None, **template_kwargs: Any) -> RoundtripReport:
+                    analysis: TemplateAnalysis | None = None, chat_template_kwargs: Mapping[str, Any] | None = None,
+                    **template_kwargs: Any) -> RoundtripReport:
     """Run the prefix-cache roundtrip scenarios on a template (see the module docstring).
 
     ``tokenizer``: anything :func:`~chat_autoparser.generator.prefix.tokens.load_tokenizer` takes (a tokenizer.json,
     a .gguf vocabulary, a tokenizer object) for token-level verdicts; ``scenarios``: a subset of
-    :data:`SCENARIOS`; ``template_kwargs``: variables passed to every render (they override the
-    setting a scenario picks).
+    :data:`SCENARIOS`; ``chat_template_kwargs`` (the engines' form) and ``template_kwargs``:
+    variables passed to every render (they override the setting a scenario picks; ``template_kwargs``
+    win).
     """
+    template_kwargs = {**(chat_template_kwargs or {}), **template_kwargs}
     names = list(SCENARIOS if scenarios is None else scenarios)
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
