@@ -226,14 +226,19 @@ def _prompt_state(analysis: TemplateAnalysis, prompt: str, setting: StartState) 
     tail = prompt.rstrip()
     matches = [s for s in analysis.thinking_settings if s.generation_prompt.strip() and
                tail.endswith(s.generation_prompt.rstrip())]
+    best = max(matches, key=lambda s: len(s.generation_prompt)) if matches else None
+    # a content marker that is also the end of a setting's own generation prompt is that
+    # prompt's end (the assistant's header, written again after reasoning by some templates):
+    # the setting, whose output the analysis read, decides, not a content wrapper opened
+    header = best is not None and bool(content) and best.generation_prompt.rstrip().endswith(content)
     if end and tail.endswith(end) and not (start and tail.endswith(start) and len(start) > len(end)):
         mode = ReasoningMode.DISABLED
     elif start and tail.endswith(start):
         mode = ReasoningMode.FORCED_OPEN
-    elif content and tail.endswith(content):
+    elif content and tail.endswith(content) and not header:
         return StartState(ReasoningMode.DISABLED if end else ReasoningMode.NONE, open_content=True, source="prompt")
-    elif matches:  # the prompt ends with a setting's generation prompt: that setting's mode
-        mode = max(matches, key=lambda s: len(s.generation_prompt)).reasoning_mode
+    elif best is not None:  # the prompt ends with a setting's generation prompt: that setting's mode
+        mode = best.reasoning_mode
     elif setting.mode in (ReasoningMode.FORCED_OPEN, ReasoningMode.DISABLED):
         mode = ReasoningMode.OPTIONAL if start and end else ReasoningMode.NONE  # no block was written
     else:

@@ -169,6 +169,29 @@ def test_fixed_point(corpus_entry, fixed_points):
         f"{s}: {'; '.join(odd)}" for s, odd in otherwise.items())
 
 
+def test_parser_given_the_prompt_reads_the_same(corpus_entry, fixed_points, analyzed):
+    """A server hands the parser the prompt it rendered (``prompt=``; the vLLM plugin does): from
+    where that prompt ends, the parser reads every held fixed point's message, as the parser of
+    the setting the prompt was rendered under does (ids aside: they come from the text)."""
+    from chat_autoparser.generator import generate_parser
+    from chat_autoparser.generator.verify.fixed_point import RT_TOOLS
+    held = {s: fp for s, fp in fixed_points(corpus_entry.path).items() if fp.ok and not fp.skipped}
+    if not held:
+        pytest.skip("no scenario holds its fixed point (test_fixed_point says why)")
+    analysis = analyzed(corpus_entry.path)
+
+    def plain(m: dict) -> dict:
+        calls = [c["function"] for c in m.get("tool_calls") or []]
+        return {**{k: v for k, v in m.items() if k not in ("tool_calls", "parse_warnings")}, "calls": calls}
+    wrong = []
+    for name, fp in held.items():
+        params = generate_parser(analysis, tools=RT_TOOLS if fp.with_tools else None, prompt=fp.prompt)
+        got = params.parser.parse(fp.generated)
+        if plain(got) != plain(fp.parsed):
+            wrong.append(f"{name} (start {params.start}): {plain(got)} != {plain(fp.parsed)}")
+    assert not wrong, "\n".join(wrong)
+
+
 def test_known_entries_are_corpus_templates(corpus):
     names = {e.name for e in corpus}
     assert set(KNOWN) <= names

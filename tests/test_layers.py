@@ -1,5 +1,5 @@
 """The layers import one way: errors ← analyzer ← generator (product) ← generator.verify ←
-tools (the command-line tools). Read from every import statement of the library's source,
+tools (the command-line tools) and integrations (engine adapters; neither imports the other). Read from every import statement of the library's source,
 relative or absolute, at module level or inside a function."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 # folder in the repository -> the package it is, inside chat_autoparser
 PARTS = {"chat_autoparser": "chat_autoparser", "analyzer": "chat_autoparser.analyzer",
-         "generator": "chat_autoparser.generator", "tools": "chat_autoparser.tools"}
+         "generator": "chat_autoparser.generator", "tools": "chat_autoparser.tools",
+         "integrations": "chat_autoparser.integrations"}
 LAYERS = ["chat_autoparser.errors", "chat_autoparser.analyzer", "chat_autoparser.generator",
-          "chat_autoparser.generator.verify", "chat_autoparser.tools"]
+          "chat_autoparser.generator.verify", "chat_autoparser.tools", "chat_autoparser.integrations"]
 
 
 def _layer(module: str) -> int | None:
@@ -77,3 +78,5 @@ def test_no_module_imports_a_layer_above_its_own(path: Path) -> None:
     assert not upward, f"{module} imports above its layer: {upward}"
     assert not [t for _, t in _imports(path, module) if t.split(".")[0] in ("analyzer", "generator", "tools")], \
         "imports by an old top-level name"
+    if module.startswith("chat_autoparser.integrations"):  # adapters stand beside the CLIs, not on them
+        assert not [t for _, t in _imports(path, module) if _layer(t) == LAYERS.index("chat_autoparser.tools")]

@@ -1,0 +1,407 @@
+"""vLLM tool- and reasoning-parser plugin: tool calling and reasoning for any model with a chat
+template, by analysis of that template (no parser per model).
+
+Serve with::
+
+    vllm serve MODEL --enable-auto-tool-choice --tool-call-parser autoparser --reasoning-parser autoparser
+
+(the package registers both through vLLM's ``vllm.general_plugins`` entry point; or name this
+file with ``--tool-parser-plugin`` / ``--reasoning-parser-plugin``). The template is the one the
+tokenizer carries, or the file ``$AUTOPARSER_CHAT_TEMPLATE`` names (use it with vLLM's
+``--chat-template``), or the request's own ``chat_template``; each is analysed once per process.
+
+How vLLM drives the pair (``vllm.parser.abstract_parser.DelegatingParser``): the reasoning
+parser reads the output first and hands the text after the reasoning to the tool parser; both
+are "engine based" (vLLM passes each delta once and asks them to flush at the end), so nothing
+the parser holds back (a marker's first characters) is lost at the end of the output. The
+request's ``chat_template_kwargs``, ``tools``, ``tool_choice`` and ``parallel_tool_calls`` build
+the parser, and the prompt (token ids vLLM hands over, decoded) says where the output starts.
+Without the reasoning parser, reasoning stays in ``content`` (as vLLM does with no reasoning
+parser). ``tool_choice="required"`` or a named tool: ``adjust_request`` puts this project's
+grammar for the request into ``structured_outputs.grammar`` (vLLM's guidance backend), for the
+output after the reasoning when the reasoning parser is in use (vLLM constrains only that).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any, Sequence
+
+from vllm.entrypoints.generate.base.protocol import (DeltaFunctionCall, DeltaMessage, DeltaToolCall,
+                                                     ExtractedToolCallInformation, FunctionCall, ToolCall)
+from vllm.reasoning import ReasoningParser, ReasoningParserManager
+from vllm.sampling_params import StructuredOutputsParams
+from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
+
+from chat_autoparser.analyzer.structures import ReasoningMode
+from chat_autoparser.generator.chat_template import ChatTemplate
+from chat_autoparser.generator.openai_chunks import ChunkStream
+from chat_autoparser.generator.params import ChatParams
+
+NAME = "autoparser"
+ENV_TEMPLATE = "AUTOPARSER_CHAT_TEMPLATE"
+PROMPT_TAIL_TOKENS = 256  # the prompt's end decides where the output starts
+_TEMPLATES: dict[str, ChatTemplate] = {}
+
+
+# ----------------------------------------------------------------------------- shared helpers
+
+def _special_tokens(tokenizer: Any) -> dict[str, str]:
+    out = {}
+    for key in ("bos_token", "eos_token", "unk_token", "pad_token"):
+        value = getattr(tokenizer, key, None)
+        if isinstance(value, str):
+            out[key] = value
+    return out
+
+
+def template_for(tokenizer: Any, request: Any = None) -> ChatTemplate:
+    """The ChatTemplate of a request: its own ``chat_template``, else ``$AUTOPARSER_CHAT_TEMPLATE``,
+    else the tokenizer's; analysed once per process (keyed by the template's text)."""
+    source = getattr(request, "chat_template", None) if request is not None else None
+    name = "request chat_template"
+    if not source and os.environ.get(ENV_TEMPLATE):
+        path = os.environ[ENV_TEMPLATE]
+        with open(path, encoding="utf-8") as f:
+            source, name = f.read(), os.path.basename(path)
+    if not source:
+        source = getattr(tokenizer, "chat_template", None)
+        name = "tokenizer chat_template"
+    if isinstance(source, dict):  # named templates: the default one
+        source = source.get("default") or next(iter(source.values()))
+    if not isinstance(source, str) or not source:
+        raise ValueError(f"{NAME}: no chat template (the tokenizer has none; set ${ENV_TEMPLATE} to a .jinja file)")
+    tokens = _special_tokens(tokenizer)
+    key = hashlib.sha256((source + "\0" + repr(sorted(tokens.items()))).encode("utf-8")).hexdigest()
+    ct = _TEMPLATES.get(key)
+    if ct is None:
+        if len(_TEMPLATES) >= 16:
+            _TEMPLATES.pop(next(iter(_TEMPLATES)))
+        ct = _TEMPLATES[key] = ChatTemplate.from_string(source, name=name, special_tokens=tokens or None)
+    return ct
+
+
+def _plain_tools(request: Any) -> list[dict[str, Any]] | None:
+    tools = getattr(request, "tools", None)
+    if not tools:
+        return None
+    return [t.model_dump(exclude_none=True) if hasattr(t, "model_dump") else dict(t) for t in tools]
+
+
+def _choice(request: Any, tools: list[dict[str, Any]] | None) -> tuple[str, list[dict[str, Any]] | None]:
+    """(our tool_choice, the tools it allows) for the request's ``tool_choice``."""
+    choice = getattr(request, "tool_choice", None)
+    if choice in (None, "auto"):
+        return "auto", tools
+    if choice in ("none", "required"):
+        return choice, tools
+    fn = getattr(choice, "function", None)
+    name = getattr(fn, "name", None) or getattr(choice, "name", None)
+    if name and tools:
+        return "required", [t for t in tools if t.get("function", t).get("name") == name] or tools
+    return "auto", tools
+
+
+def _kwargs(request: Any, fallback: dict[str, Any] | None) -> dict[str, Any] | None:
+    kwargs = getattr(request, "chat_template_kwargs", None) if request is not None else None
+    return dict(kwargs) if kwargs is not None else fallback
+
+
+def after_reasoning_prompt(ct: ChatTemplate) -> str | None:
+    """A prompt that ends where the reasoning has closed (the parser then reads content and
+    calls); None for a template with no reasoning end."""
+    end = ct.analysis.content_structure.reasoning_end.strip()
+    return end or None
+
+
+def reasoning_split(text: str, reasoning: str | None, end_marker: str) -> int:
+    """Where the text after the reasoning starts in ``text``, given the reasoning the parser read:
+    after the end marker that follows it (only whitespace between), else right after the
+    reasoning (:func:`align_to_content` then drops the whitespace the template writes there).
+
+    Example::
+
+        >>> reasoning_split("<think>plan</think>Hi", "plan", "</think>")
+        19
+        >>> reasoning_split("Hi", None, "</think>")
+        0
+    """
+    if not reasoning:
+        if end_marker and text.lstrip().startswith(end_marker):  # an empty block closed
+            return text.index(end_marker) + len(end_marker)
+        return 0
+    at = text.find(reasoning)
+    if at < 0:
+        at = text.find(reasoning.strip())
+        reasoning = reasoning.strip()
+    if at < 0:
+        k = text.find(end_marker) if end_marker else -1
+        return k + len(end_marker) if k >= 0 else 0
+    j = at + len(reasoning)
+    if end_marker:
+        k = text.find(end_marker, j)
+        if k >= 0 and not text[j:k].strip():
+            return k + len(end_marker)
+    return j
+
+
+def align_to_content(rest: str, content: str | None) -> str:
+    """``rest`` (the text after the reasoning) without the whitespace the template writes before
+    the content, so that the tool parser, which starts there, reads the content the parser read.
+
+    Example::
+
+        >>> align_to_content("\n\nHi <call>", "Hi ")
+        'Hi <call>'
+        >>> align_to_content("\n\n<call>", None)
+        '<call>'
+    """
+    body = rest.lstrip()
+    if not content:
+        return body
+    lead = len(content) - len(content.lstrip())
+    if content.lstrip() and not body.startswith(content.lstrip()[:16]):
+        return rest  # a content wrapper or other text first: the tool parser reads it whole
+    return rest[len(rest) - len(body) - lead:] if lead <= len(rest) - len(body) else rest
+
+
+def _delta(chunks: Sequence[dict[str, Any]]) -> DeltaMessage | None:
+    """One vLLM DeltaMessage of our chat.completion.chunk deltas (role deltas dropped)."""
+    content: list[str] = []
+    reasoning: list[str] = []
+    calls: list[DeltaToolCall] = []
+    for chunk in chunks:
+        d = chunk["choices"][0]["delta"]
+        if d.get("role"):
+            continue
+        if d.get("content"):
+            content.append(d["content"])
+        if d.get("reasoning_content"):
+            reasoning.append(d["reasoning_content"])
+        for c in d.get("tool_calls") or []:
+            fn = c.get("function")
+            calls.append(DeltaToolCall(index=c["index"], id=c.get("id"), type=c.get("type"),
+                                       function=DeltaFunctionCall(name=fn.get("name"), arguments=fn.get("arguments"))
+                                       if fn else None))
+    if not (content or reasoning or calls):
+        return None
+    return DeltaMessage(content="".join(content) or None, reasoning="".join(reasoning) or None, tool_calls=calls)
+
+
+def _decode(tokenizer: Any, ids: Sequence[int]) -> str:
+    return tokenizer.decode(list(ids), skip_special_tokens=False)
+
+
+# ----------------------------------------------------------------------------- reasoning parser
+
+class AutoparserReasoningParser(ReasoningParser):
+    """Reasoning by the template's analysis: the start state from the prompt and the request's
+    ``chat_template_kwargs``; the text after the reasoning goes on to the tool parser as written."""
+
+    engine_based_streaming = True
+
+    def __init__(self, tokenizer: Any, *args: Any, chat_template_kwargs: dict[str, Any] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(tokenizer, *args, **kwargs)
+        self.ct = template_for(tokenizer)
+        self.chat_template_kwargs = chat_template_kwargs
+        self.prompt: str | None = None
+        self._stream: ChunkStream | None = None
+        self._raw = ""
+        self._reasoning = ""
+        self._ended = False
+        self._content: str | None = None  # the content read first, once the reasoning ended
+        self._flushed = False
+        cs = self.ct.analysis.content_structure
+        self._end = cs.reasoning_end.strip()
+        self._start = cs.reasoning_start.strip()
+        prefix = self.ct.analysis.message_prefix
+        self._prefix = prefix if not prefix.strip() else ""
+
+    @property
+    def reasoning_start_str(self) -> str | None:
+        return self.ct.analysis.content_structure.reasoning_start.strip() or None
+
+    @property
+    def reasoning_end_str(self) -> str | None:
+        return self._end or None
+
+    def _params(self, request: Any = None) -> ChatParams:
+        tools = _plain_tools(request) if request is not None else None
+        choice, allowed = _choice(request, tools)
+        return self.ct.parser(tools=allowed, tool_choice=choice,
+                              parallel_tool_calls=getattr(request, "parallel_tool_calls", None) is not False,
+                              prompt=self.prompt, chat_template_kwargs=_kwargs(request, self.chat_template_kwargs))
+
+    def adjust_request(self, request: Any) -> Any:
+        """Called before the tool parser's: our grammar for the output after the reasoning."""
+        return constrain(self.ct, request, after_reasoning=True)
+
+    # -- the prompt
+    def set_prompt_token_ids(self, prompt_token_ids: Sequence[int]) -> None:
+        self.prompt = _decode(self.model_tokenizer, list(prompt_token_ids)[-PROMPT_TAIL_TOKENS:])
+
+    def adjust_initial_state_from_prompt(self, prompt_token_ids: Sequence[int]) -> None:
+        self.set_prompt_token_ids(prompt_token_ids)
+
+    def is_reasoning_end(self, input_ids: Sequence[int]) -> bool:
+        """Whether text ending with these ids has no reasoning left open (the prompt, or an output
+        so far): the parser's start state for such a prompt reads no reasoning to come."""
+        tail = _decode(self.model_tokenizer, list(input_ids)[-PROMPT_TAIL_TOKENS:])
+        params = self.ct.parser(prompt=tail, chat_template_kwargs=self.chat_template_kwargs)
+        return params.parser.mode in (ReasoningMode.DISABLED, ReasoningMode.NONE)
+
+    def is_reasoning_end_streaming(self, input_ids: Sequence[int], delta_ids: Sequence[int]) -> bool:
+        if self._end and self._end in _decode(self.model_tokenizer, list(delta_ids)):
+            return True
+        return self.is_reasoning_end(input_ids)
+
+    def extract_content_ids(self, input_ids: list[int]) -> list[int]:
+        end_id = self.vocab.get(self._end) if self._end else None
+        if end_id is None or end_id not in input_ids:
+            return input_ids
+        return input_ids[len(input_ids) - input_ids[::-1].index(end_id):]
+
+    # -- one-shot
+    def extract_reasoning(self, model_output: str, request: Any) -> tuple[str | None, str | None]:
+        message = self._params(request).parser.parse(model_output)
+        reasoning = message.get("reasoning_content")
+        split = reasoning_split(model_output, reasoning, self._end)
+        before = ""
+        if reasoning and self._start:  # text before the block (a call some templates write first)
+            at = model_output.rfind(self._start, 0, max(model_output.find(reasoning), 0) + 1)
+            before = model_output[:at] if at > 0 and model_output[:at].strip() else ""
+        rest = before + model_output[split:]
+        return reasoning or None, self._handover(align_to_content(rest, message.get("content")))
+
+    def _handover(self, rest: str) -> str | None:
+        """The text for the tool parser: the whitespace the template writes first in a turn (the
+        tool parser, starting a turn, reads it as the template's), then ``rest``."""
+        return self._prefix + rest if rest else None
+
+    # -- streaming (engine based: each delta once, then finish_streaming)
+    def extract_reasoning_streaming(self, previous_text: str, current_text: str, delta_text: str,
+                                    previous_token_ids: Sequence[int], current_token_ids: Sequence[int],
+                                    delta_token_ids: Sequence[int]) -> DeltaMessage | None:
+        if self._ended:
+            return DeltaMessage(content=delta_text) if delta_text else None
+        if self._stream is None:
+            self._stream = ChunkStream(self._params().parser.stream(), self.ct.analysis)
+        self._raw += delta_text
+        return self._take(self._stream.feed(delta_text))
+
+    def _take(self, chunks: list[dict[str, Any]]) -> DeltaMessage | None:
+        reasoning = []
+        for chunk in chunks:
+            d = chunk["choices"][0]["delta"]
+            if d.get("reasoning_content") and not self._ended:
+                reasoning.append(d["reasoning_content"])
+            elif d.get("content") or d.get("tool_calls"):
+                if not self._ended:
+                    self._content = d.get("content")
+                self._ended = True
+        self._reasoning += "".join(reasoning)
+        return DeltaMessage(reasoning="".join(reasoning)) if reasoning else None
+
+    def has_engine_confirmed_reasoning_end(self) -> bool:
+        return self._ended
+
+    def finish_streaming(self) -> DeltaMessage | None:
+        """At the reasoning's end: the text after it, as written (the tool parser reads it). At
+        the end of an output whose reasoning never closed: what the parser read from the rest."""
+        if self._flushed:
+            return None
+        if self._ended:
+            self._flushed = True
+            rest = self._raw[reasoning_split(self._raw, self._reasoning, self._end):]
+            rest = self._handover(align_to_content(rest, self._content))
+            return DeltaMessage(content=rest) if rest else None
+        if self._stream is None:
+            return None
+        self._flushed = True
+        return _delta(self._stream.finish())
+
+
+# ----------------------------------------------------------------------------- tool parser
+
+class AutoparserToolParser(ToolParser):
+    """Tool calls by the template's analysis, with the request's tools (names checked, values
+    typed by their schemas where the format writes text), ``tool_choice`` and
+    ``parallel_tool_calls``; content around the calls kept."""
+
+    engine_based_streaming = True
+    # required / named tool_choice: our parser reads the template's own call format, and
+    # adjust_request constrains the output with our grammar (vLLM's JSON list is not that format)
+    supports_required_and_named = False
+
+    def __init__(self, tokenizer: Any, tools: list[Any] | None = None) -> None:
+        super().__init__(tokenizer, tools)
+        self.ct = template_for(tokenizer)
+        self._stream: ChunkStream | None = None
+
+    def _params(self, request: Any, *, after_reasoning: bool = True) -> ChatParams:
+        tools = _plain_tools(request)
+        choice, allowed = _choice(request, tools)
+        return self.ct.parser(tools=allowed, tool_choice=choice,
+                              parallel_tool_calls=getattr(request, "parallel_tool_calls", None) is not False,
+                              prompt=after_reasoning_prompt(self.ct) if after_reasoning else None,
+                              chat_template_kwargs=_kwargs(request, None))
+
+    def adjust_request(self, request: Any) -> Any:
+        """``tool_choice="required"`` or a named tool: our grammar for the request in
+        ``structured_outputs.grammar`` (unless a structured output is already set)."""
+        return constrain(self.ct, request, after_reasoning=False)
+
+    def extract_tool_calls(self, model_output: str, request: Any) -> ExtractedToolCallInformation:
+        message = self._params(request).parser.parse(model_output)
+        calls = [ToolCall(id=c["id"], function=FunctionCall(name=c["function"]["name"],
+                                                           arguments=c["function"]["arguments"]))
+                 for c in message.get("tool_calls") or []]
+        return ExtractedToolCallInformation(tools_called=bool(calls), tool_calls=calls,
+                                            content=message.get("content") or None)
+
+    def extract_tool_calls_streaming(self, previous_text: str, current_text: str, delta_text: str,
+                                     previous_token_ids: Sequence[int], current_token_ids: Sequence[int],
+                                     delta_token_ids: Sequence[int], request: Any) -> DeltaMessage | None:
+        if self._stream is None:
+            self._stream = ChunkStream(self._params(request).parser.stream(), self.ct.analysis)
+        return _delta(self._stream.feed(delta_text)) if delta_text else None
+
+    def finish_streaming(self) -> DeltaMessage | None:
+        if self._stream is None:
+            return None
+        stream, self._stream = self._stream, None
+        return _delta(stream.finish())
+
+
+def constrain(ct: ChatTemplate, request: Any, *, after_reasoning: bool) -> Any:
+    """The request with our grammar in ``structured_outputs`` for ``tool_choice="required"`` or a
+    named tool (vLLM constrains the output after the reasoning when a reasoning parser is set:
+    ``after_reasoning``). Requests with ``auto``, with no tools, or with a structured output of
+    their own are left as they are."""
+    tools = _plain_tools(request)
+    choice, allowed = _choice(request, tools)
+    if not tools or choice != "required" or getattr(request, "structured_outputs", None) is not None:
+        return request
+    params = ct.parser(tools=allowed, tool_choice="required",
+                       parallel_tool_calls=getattr(request, "parallel_tool_calls", None) is not False,
+                       prompt=after_reasoning_prompt(ct) if after_reasoning else None,
+                       chat_template_kwargs=_kwargs(request, None))
+    grammar = params.lark_grammar
+    if grammar is None:
+        return request
+    request.structured_outputs = StructuredOutputsParams(grammar=grammar)
+    if hasattr(request, "response_format"):
+        request.response_format = None
+    return request
+
+
+def register() -> None:
+    """Register both parsers under ``autoparser`` (vLLM's ``vllm.general_plugins`` entry point
+    calls this; importing the module does it too, for ``--tool-parser-plugin FILE``)."""
+    ToolParserManager.register_module(NAME, module=AutoparserToolParser)
+    ReasoningParserManager.register_module(NAME, module=AutoparserReasoningParser)
+
+
+register()

@@ -1,0 +1,144 @@
+"""The vLLM plugin (``chat_autoparser.integrations.vllm``) driven by the real vLLM, as its serving
+layer drives a request's parser: vLLM's ``ParserManager.get_parser("autoparser", "autoparser")``
+composes our tool and reasoning parsers into its own ``DelegatingParser``; its ``parse`` (the
+non-streaming path of ``OpenAIServingChat``) and ``parse_delta`` (what its stream processor calls
+per delta, with the prompt's token ids, ``finished`` on the last) get vLLM's own
+``ChatCompletionRequest``. Over the corpus, every template's own rendered outputs (the fixed
+point's scenarios: content, reasoning, one call, parallel calls, tricky and empty arguments)
+must give through vLLM the message our parser gives one-shot.
+
+vLLM 0.33 pins transformers<5.21 and a CUDA torch, so these tests run in a venv of their own
+(``pip install '.[vllm]'``; ``.ci/run`` builds it); without vLLM they are skipped, saying so.
+Tokens: a character-level stand-in tokenizer (``integrations.vllm_replay.CharTokenizer``: one id per
+character, deltas of 3 ids) carrying the template and its special tokens: vLLM's serving code
+only decodes ids and passes text to our parsers, and the fixed point's outputs are text.
+"""
+
+from __future__ import annotations
+
+import doctest
+import json
+from typing import Any
+
+import pytest
+
+vllm = pytest.importorskip("vllm", reason="vLLM is not installed: pip install '.[vllm]' (a venv of its own)")
+
+from vllm.reasoning import ReasoningParserManager  # noqa: E402
+from vllm.tool_parsers.abstract_tool_parser import ToolParserManager  # noqa: E402
+
+from chat_autoparser.integrations import vllm as plugin  # noqa: E402
+from chat_autoparser.integrations.vllm_replay import CharTokenizer, parser_class, replay  # noqa: E402
+from chat_autoparser.integrations.vllm_replay import request as _request  # noqa: E402
+
+
+def _vllm_message(tok, prompt, output, request, *, step=3):
+    return replay(tok, prompt, output, request, step=step)
+
+
+def _parser_cls():
+    return parser_class()
+
+
+def _ours(parsed: dict[str, Any]) -> dict[str, Any]:
+    calls = parsed.get("tool_calls") or []
+    return {"reasoning": parsed.get("reasoning_content") or None, "content": parsed.get("content") or None,
+            "calls": [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls]}
+
+
+def _strip_ids(m: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in m.items() if k != "ids"}
+
+
+# ----------------------------------------------------------------------------- registration
+
+def test_registered_under_one_name():
+    assert ToolParserManager.get_tool_parser("autoparser") is plugin.AutoparserToolParser
+    assert ReasoningParserManager.get_reasoning_parser("autoparser") is plugin.AutoparserReasoningParser
+
+
+def test_entry_point_declared():
+    from importlib.metadata import entry_points
+    found = [e for e in entry_points(group="vllm.general_plugins") if e.name == "autoparser"]
+    assert found and found[0].value == "chat_autoparser.integrations.vllm:register"
+
+
+def test_examples_in_the_plugin():
+    result = doctest.testmod(plugin)
+    assert result.attempted and not result.failed
+
+
+# ----------------------------------------------------------------------------- one template, by hand
+
+THINK = "templates/chatml-think.jinja"
+WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+def test_reasoning_content_and_call(tmp_path):
+    from chat_autoparser import ChatTemplate
+    ct = ChatTemplate.from_pretrained(THINK)
+    tok = CharTokenizer(ct.template.source, {"bos_token": "<s>", "eos_token": "</s>"})
+    request = _request(WEATHER)
+    prompt = ct.render([{"role": "user", "content": "hi"}], tools=WEATHER)
+    output = ('<think>\nLet me check.\n</think>\n\nSure.<tool_call>\n{"name": "get_weather", "arguments": '
+              '{"city": "Paris"}}\n</tool_call>')
+    shot, stream = _vllm_message(tok, prompt, output, request)
+    expected = _ours(ct.parser(tools=WEATHER, prompt=prompt).parser.parse(output))
+    assert _strip_ids(shot) == _strip_ids(stream) == expected
+    assert shot["ids"] == stream["ids"] and all(shot["ids"])
+
+
+def test_chat_template_kwargs_reach_the_parser(corpus_root):
+    """DeepSeek-V3.1's ``thinking`` kwarg opens the reasoning in the prompt: the request's kwargs
+    decide, as vLLM passes them to the reasoning parser."""
+    path = corpus_root / "extra/tencent-DeepSeek-V3.1-Terminus-W4AFP8.jinja"
+    from chat_autoparser import ChatTemplate
+    ct = ChatTemplate.from_pretrained(path)
+    tok = CharTokenizer(ct.template.source, ct.template.special_tokens)
+    output = "plan</think>Answer"
+    on = _request(None, {"thinking": True})
+    prompt = ct.render([{"role": "user", "content": "hi"}], chat_template_kwargs={"thinking": True})
+    shot, stream = _vllm_message(tok, prompt, output, on)
+    assert shot["reasoning"] == stream["reasoning"] == "plan"
+    assert shot["content"] == stream["content"] == "Answer"
+
+
+def test_required_tool_choice_puts_our_grammar():
+    from chat_autoparser import ChatTemplate
+    ct = ChatTemplate.from_pretrained(THINK)
+    tok = CharTokenizer(ct.template.source, {"bos_token": "<s>", "eos_token": "</s>"})
+    request = _request(WEATHER, tool_choice="required")
+    parser = _parser_cls()(tok, request.tools, chat_template_kwargs=None, model_config=None)
+    adjusted = parser.adjust_request(request)
+    grammar = adjusted.structured_outputs.grammar
+    assert "get_weather" in grammar and "<tool_call>" in grammar
+    # vLLM's own check of that field, as its guidance backend runs it
+    from vllm.v1.structured_output.backend_guidance import validate_guidance_grammar
+    validate_guidance_grammar(adjusted.to_sampling_params(1000, {}))
+
+
+# ----------------------------------------------------------------------------- the corpus
+
+def test_corpus_outputs_through_vllm(corpus_entry, fixed_points):
+    """Every scenario whose fixed point holds: vLLM's one-shot and streamed messages equal ours."""
+    from chat_autoparser.analyzer import load_template
+    from chat_autoparser.generator.verify.fixed_point import RT_TOOLS
+    points = fixed_points(corpus_entry.path)
+    held = {name: fp for name, fp in points.items() if fp.ok and not fp.skipped}
+    if not held:
+        pytest.skip("no scenario of this template holds its fixed point (reported by template-report)")
+    loaded = load_template(corpus_entry.path)
+    tok = CharTokenizer(loaded.source, loaded.special_tokens)
+    plugin._TEMPLATES.clear()
+    wrong = []
+    for name, fp in held.items():
+        tools = list(RT_TOOLS) if fp.with_tools else None
+        request = _request(tools)
+        shot, stream = _vllm_message(tok, fp.prompt, fp.generated, request)
+        expected = _ours(fp.parsed)  # the message the fixed point verified (it renders the output back)
+        if _strip_ids(shot) != expected or _strip_ids(stream) != expected:
+            wrong.append(f"{name}: ours {expected}, vLLM one-shot {_strip_ids(shot)}, streamed {_strip_ids(stream)}")
+        elif len(set(stream["ids"])) != len(stream["ids"]) or not all(stream["ids"]):
+            wrong.append(f"{name}: call ids {stream['ids']}")
+    assert not wrong, "\n".join(wrong)
