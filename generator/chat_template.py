@@ -25,6 +25,7 @@ from chat_autoparser.analyzer.load import LoadedTemplate, from_string
 from chat_autoparser.analyzer.render import Renderer, make_renderer
 from chat_autoparser.analyzer.structures import Caps, TemplateAnalysis
 
+from .call_ids import call_ids, learn_id_shape
 from .export import export
 from .incremental import IncrementalRenderer
 from .openai_chunks import ChunkStream
@@ -47,6 +48,7 @@ class ChatTemplate:
         self._incremental = IncrementalRenderer(self._render_plain)
         # the probe prompt rendered under a request's kwargs (bounded: kwargs come from requests)
         self._kwargs_prompts: dict[str, tuple[str, str]] = {}
+        self._id_shape: str | None = None
 
     @classmethod
     def from_pretrained(cls, src: str | Path, *, revision: str | None = None, template_name: str | None = None,
@@ -74,6 +76,22 @@ class ChatTemplate:
     @property
     def caps(self) -> Caps:
         return self.analysis.caps
+
+    @property
+    def id_shape(self) -> str:
+        """The shape of the call ids this template accepts (``call``: ``call_`` + hex; ``alnum9``:
+        nine alphanumerics, for templates that refuse others), learned once by rendering a call
+        and its result (:func:`~chat_autoparser.generator.call_ids.learn_id_shape`)."""
+        if self._id_shape is None:
+            if not self.analysis.tool_call_structure.call_parts:
+                self._id_shape = "call"
+            else:
+                from chat_autoparser.analyzer.caps import tool_forms
+                tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+                    "type": "object", "properties": {"city": {"type": "string"}}}}}]
+                self._id_shape = learn_id_shape(lambda m: self._render_plain(m, tools, False),
+                                                tool_forms(self.caps).args_as_string)
+        return self._id_shape
 
     # ---- rendering
     def _render_plain(self, messages: Messages, tools: Tools = None, add_generation_prompt: bool = False,
@@ -116,12 +134,15 @@ class ChatTemplate:
     # ---- parsing and exports
     def parser(self, tools: Tools = None, tool_choice: Literal["auto", "required", "none"] = "auto",
                parallel_tool_calls: bool = True, prompt: str | None = None, *,
-               chat_template_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> ChatParams:
+               chat_template_kwargs: Mapping[str, Any] | None = None, id_seed: str | None = None,
+               **kwargs: Any) -> ChatParams:
         """The parser, grammar and triggers of a request (see :func:`chat_autoparser.generator.generate_parser`;
         ``kwargs``: ``enable_thinking``, ``id_factory``, ``calls_in_reasoning``).
         ``chat_template_kwargs``: the request's template kwargs, as engines pass them: the parser
         is built for the setting they select; kwargs the analysis did not probe are rendered (once
-        per distinct kwargs) to find it.
+        per distinct kwargs) to find it. Calls the model writes with no id get ids in the shape the
+        template accepts (:attr:`id_shape`), seeded by ``id_seed`` (default: the prompt), so each
+        turn of a conversation gets its own (:mod:`~chat_autoparser.generator.call_ids`).
 
         Example::
 
@@ -129,6 +150,9 @@ class ChatTemplate:
             >>> ct.parser(chat_template_kwargs={"enable_thinking": False}).start["reasoning_mode"]
             'REASONING_DISABLED'
         """
+        if kwargs.get("id_factory") is None:
+            seed = id_seed if id_seed is not None else prompt or ""
+            kwargs["id_factory"] = call_ids(seed, self.id_shape)
         renderer = None
         if chat_template_kwargs is not None:
             renderer = lambda kw: self._kwargs_prompt(kw, tools)  # noqa: E731

@@ -25,6 +25,7 @@ output after the reasoning when the reasoning parser is in use (vLLM constrains 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from typing import Any, Sequence
 
@@ -103,6 +104,16 @@ def _choice(request: Any, tools: list[dict[str, Any]] | None) -> tuple[str, list
     return "auto", tools
 
 
+def id_seed(request: Any) -> str:
+    """What seeds the ids of the calls a model writes without one: the request's conversation
+    (each turn's ids differ; the same request parsed again gets the same ones)."""
+    messages = getattr(request, "messages", None)
+    if not messages:
+        return ""
+    plain = [m.model_dump(exclude_none=True) if hasattr(m, "model_dump") else m for m in messages]
+    return hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def _kwargs(request: Any, fallback: dict[str, Any] | None) -> dict[str, Any] | None:
     kwargs = getattr(request, "chat_template_kwargs", None) if request is not None else None
     return dict(kwargs) if kwargs is not None else fallback
@@ -152,9 +163,9 @@ def align_to_content(rest: str, content: str | None) -> str:
 
     Example::
 
-        >>> align_to_content("\n\nHi <call>", "Hi ")
+        >>> align_to_content("\\n\\nHi <call>", "Hi ")
         'Hi <call>'
-        >>> align_to_content("\n\n<call>", None)
+        >>> align_to_content("\\n\\n<call>", None)
         '<call>'
     """
     body = rest.lstrip()
@@ -328,7 +339,9 @@ class AutoparserReasoningParser(ReasoningParser):
 class AutoparserToolParser(ToolParser):
     """Tool calls by the template's analysis, with the request's tools (names checked, values
     typed by their schemas where the format writes text), ``tool_choice`` and
-    ``parallel_tool_calls``; content around the calls kept."""
+    ``parallel_tool_calls``; content around the calls kept. A call the model writes with no id
+    gets one in the shape the template accepts, seeded by the request's conversation
+    (:func:`id_seed`): unique across the turns of a conversation."""
 
     engine_based_streaming = True
     # required / named tool_choice: our parser reads the template's own call format, and
@@ -346,7 +359,7 @@ class AutoparserToolParser(ToolParser):
         return self.ct.parser(tools=allowed, tool_choice=choice,
                               parallel_tool_calls=getattr(request, "parallel_tool_calls", None) is not False,
                               prompt=after_reasoning_prompt(self.ct) if after_reasoning else None,
-                              chat_template_kwargs=_kwargs(request, None))
+                              chat_template_kwargs=_kwargs(request, None), id_seed=id_seed(request))
 
     def adjust_request(self, request: Any) -> Any:
         """``tool_choice="required"`` or a named tool: our grammar for the request in

@@ -46,7 +46,8 @@ class CharTokenizer:
 def request(tools: list[dict[str, Any]] | None = None, chat_template_kwargs: dict[str, Any] | None = None,
             tool_choice: Any = None, **fields: Any) -> ChatCompletionRequest:
     """A vLLM chat request (one user message) with these tools and kwargs."""
-    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}], **fields}
+    body: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    body.update(fields)
     if tools:
         body["tools"] = tools
         body["tool_choice"] = tool_choice or "auto"

@@ -142,3 +142,36 @@ def test_corpus_outputs_through_vllm(corpus_entry, fixed_points):
         elif len(set(stream["ids"])) != len(stream["ids"]) or not all(stream["ids"]):
             wrong.append(f"{name}: call ids {stream['ids']}")
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("name,output", [
+    ("extra/mistralai-Mistral-7B-Instruct-v0.3.jinja", '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}]'),
+    ("llama.cpp/mistralai-Mistral-Nemo-Instruct-2407.jinja", '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}]'),
+    ("llama.cpp/Mistral-Small-3.2-24B-Instruct-2506.jinja", '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}'),
+    ("templates/chatml-think.jinja", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'),
+])
+def test_five_turn_conversation_through_the_plugin(corpus_root, name, output):
+    """Each turn: the prompt of the conversation so far, the model's call (it writes no id),
+    vLLM's message appended with the call's result; every next turn renders (templates that
+    check ids included) and no id repeats."""
+    from chat_autoparser import ChatTemplate
+    from pathlib import Path
+    path = Path(name) if name.startswith("templates/") else corpus_root / name
+    ct = ChatTemplate.from_pretrained(path)
+    tok = CharTokenizer(ct.template.source, ct.template.special_tokens)
+    conv: list[dict[str, Any]] = [{"role": "user", "content": "What is the weather in Paris?"}]
+    api = list(conv)  # the request's messages: arguments as JSON text, as the OpenAI API sends them
+    ids = []
+    for _ in range(5):
+        prompt = ct.render(conv, WEATHER)
+        shot, stream = replay(tok, prompt, output, _request(WEATHER, messages=api))
+        assert shot["ids"] == stream["ids"] and len(shot["calls"]) == 1
+        cid = shot["ids"][0]
+        ids.append(cid)
+        for args in ({"city": "Paris"}, '{"city": "Paris"}'):
+            (conv if isinstance(args, dict) else api).extend([
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": cid, "type": "function", "function": {"name": "get_weather", "arguments": args}}]},
+                {"role": "tool", "tool_call_id": cid, "name": "get_weather", "content": "sunny"}])
+    ct.render(conv, WEATHER)
+    assert len(set(ids)) == 5
