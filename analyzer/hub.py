@@ -21,7 +21,8 @@ from ..errors import TemplateError
 from .load import LoadedTemplate, from_string, load_template
 
 # the files a model repository keeps its chat template and special tokens in (what the loader reads)
-HUB_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json", "special_tokens_map.json")
+HUB_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json", "special_tokens_map.json",
+             "additional_chat_templates/*.jinja")
 # ``owner/name`` as the hub spells repository ids
 REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 

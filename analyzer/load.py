@@ -6,7 +6,8 @@ Accepted inputs:
 * ``tokenizer_config.json``: ``chat_template`` as a string or as a list of
   ``{"name", "template"}`` entries; special tokens as strings or AddedToken dicts;
 * ``chat_template.json`` (``{"chat_template": ...}``, as processors save it);
-* a model directory holding ``chat_template.jinja``, ``chat_template.json`` or
+* a model directory holding ``chat_template.jinja`` (with the named templates of
+  ``additional_chat_templates/*.jinja`` beside it, as transformers saves them), ``chat_template.json`` or
   ``tokenizer_config.json`` (special tokens are read from ``tokenizer_config.json``
   and ``special_tokens_map.json`` when present);
 * a ``.gguf`` file: ``tokenizer.chat_template`` and ``tokenizer.chat_template.<name>``,
@@ -311,9 +312,28 @@ def _load_dir(d: Path, display: str) -> LoadedTemplate:
             if not isinstance(cfg, dict) or not cfg.get("chat_template"):
                 continue
         loaded = _load_jinja(f, display) if fname.endswith(".jinja") else _load_json_file(f, display)
+        extra = _additional_templates(d, display)
+        if extra:  # named templates saved beside the default one (transformers' layout)
+            loaded = _replace(loaded, variants={**extra, **loaded.variants})
         return _replace(loaded, name=d.name, path=str(f))
     raise TemplateError("no chat_template.jinja, chat_template.json or tokenizer_config.json with a "
                         "chat_template in this directory", template=display)
+
+
+MAX_ADDITIONAL_TEMPLATES = 32
+
+
+def _additional_templates(d: Path, display: str) -> dict[str, str]:
+    """``additional_chat_templates/<name>.jinja``: the named templates transformers saves beside
+    ``chat_template.jinja`` (``tool_use``, ``rag``, ...), each by its file's stem; at most
+    :data:`MAX_ADDITIONAL_TEMPLATES`, each under the template size limit."""
+    folder = d / "additional_chat_templates"
+    if not folder.is_dir():
+        return {}
+    files = sorted(f for f in folder.iterdir() if f.suffix == ".jinja" and f.is_file())
+    if len(files) > MAX_ADDITIONAL_TEMPLATES:
+        raise TemplateError(f"more than {MAX_ADDITIONAL_TEMPLATES} additional chat templates", template=display)
+    return {f.stem: _read_text(f, f"{display}/additional_chat_templates/{f.name}") for f in files}
 
 
 def _load_gguf(p: Path, display: str) -> LoadedTemplate:

@@ -32,14 +32,11 @@ class ChatParams:
 
     @property
     def lark_grammar(self) -> str | None:
-        """The grammar in llguidance's Lark form (its own GBNF converter; None without a
-        grammar or without llguidance installed)."""
+        """The grammar in llguidance's Lark form (its own GBNF converter; None without a grammar;
+        an ExportError that says so without llguidance installed)."""
         if self.grammar is None:
             return None
-        try:
-            from llguidance.gbnf_to_lark import gbnf_to_lark
-        except ImportError:
-            return None
+        from .export.grammars import gbnf_to_lark
         return gbnf_to_lark(self.grammar)
 
     def to_dict(self) -> dict[str, Any]:

@@ -119,3 +119,20 @@ def test_readme_serving_loop_runs(capsys: pytest.CaptureFixture[str], monkeypatc
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "{'role': 'assistant', 'content': ''}" and printed[-1] == "tool_calls"
     assert scope["chunks"].message["tool_calls"][0]["id"] in "\n".join(printed)
+
+
+def test_lark_without_llguidance_says_so(monkeypatch):
+    """The Lark form is llguidance's dialect, written by its converter: without llguidance a
+    typed error says so (it was a silent None)."""
+    import sys
+    from chat_autoparser.generator.export import ExportError
+    ct = ChatTemplate.from_pretrained("templates/chatml-think.jinja")
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    params = ct.parser(tools=tools)
+    assert params.lark_grammar and "%llguidance" in params.lark_grammar
+    monkeypatch.setitem(sys.modules, "llguidance.gbnf_to_lark", None)
+    with pytest.raises(ExportError, match="pip install llguidance"):
+        params.lark_grammar
+    with pytest.raises(ExportError, match="pip install llguidance"):
+        ct.export("lark", tools=tools)
+    assert ct.parser().lark_grammar is None  # no tools, no grammar

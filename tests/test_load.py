@@ -582,3 +582,36 @@ def test_deeply_nested_tokenizer_config(tmp_path: Path) -> None:
         load_template(cfg)  # was a raw RecursionError
     assert "nests over" in str(ei.value)
     assert json_depth('{"a": "[[[[", "b": [[1], {"c": []}]}') == 4
+
+
+def test_dir_with_additional_chat_templates(tmp_path: Path) -> None:
+    """transformers saves named templates as additional_chat_templates/<name>.jinja beside
+    chat_template.jinja, and renders ``tool_use`` when tools are given: so do we."""
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"<unk>": 0, "a": 1}, unk_token="<unk>"))
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
+                                                unk_token="<unk>")
+    fast.chat_template = {"default": "{% for m in messages %}D:{{ m.content }}{% endfor %}",
+                          "tool_use": "{% for m in messages %}T{{ tools|length }}:{{ m.content }}{% endfor %}"}
+    fast.save_pretrained(tmp_path)
+    assert (tmp_path / "additional_chat_templates" / "tool_use.jinja").is_file()
+    loaded = load_template(tmp_path)
+    assert set(loaded.variants) == {"default", "tool_use"}
+    from chat_autoparser import ChatTemplate
+    ct, theirs = ChatTemplate(loaded), transformers.AutoTokenizer.from_pretrained(tmp_path)
+    messages = [{"role": "user", "content": "hi"}]
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    for t in (None, tools):
+        assert ct.render(messages, t, add_generation_prompt=False) == \
+            theirs.apply_chat_template(messages, tools=t, tokenize=False)
+
+
+def test_too_many_additional_chat_templates(tmp_path: Path) -> None:
+    (tmp_path / "chat_template.jinja").write_text("{{ messages }}", encoding="utf-8")
+    extra = tmp_path / "additional_chat_templates"
+    extra.mkdir()
+    for i in range(40):
+        (extra / f"t{i}.jinja").write_text("x", encoding="utf-8")
+    with pytest.raises(TemplateError, match="more than 32"):
+        load_template(tmp_path)

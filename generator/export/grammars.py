@@ -41,8 +41,13 @@ def gbnf(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str, Any]] | Non
 
 
 def gbnf_to_lark(grammar: str, *, template: str | None = None) -> str:
-    """``grammar`` (GBNF) in llguidance's Lark dialect."""
-    from llguidance.gbnf_to_lark import gbnf_to_lark as convert
+    """``grammar`` (GBNF) in llguidance's Lark dialect (an ExportError that says so when llguidance,
+    whose converter this is, is not installed)."""
+    try:
+        from llguidance.gbnf_to_lark import gbnf_to_lark as convert
+    except ImportError:
+        raise ExportError("the Lark form is llguidance's dialect, written by its converter: pip install llguidance",
+                          template=template, fmt="lark") from None
     try:
         return convert(grammar)
     except Exception as e:  # the converter raises bare Exceptions
