@@ -3,9 +3,10 @@ request, and still the same for the same request and output.
 
 The parser keeps an id the model writes (a format whose calls carry one). For the others the
 parser asks an id factory (``IdFactory``: index, name, text before the call). :func:`call_ids`
-builds one from a request's seed (the prompt, or the conversation's messages), so the same call
-text in two turns of a conversation gets two ids, while the same request parsed again gets the
-same ones (a server can re-parse; a conversation rendered again keeps its prefix cache).
+builds one from a request's seed (the prompt, or the conversation's messages): a call's id is the
+seed's, its name's and its index's, so the same call text in two turns of a conversation gets two
+ids, while the same request parsed again (one-shot or streamed, whatever text a parser saw
+before the call) gets the same ones.
 
 Some templates refuse ids of another shape (Mistral's raise "Tool call IDs should be
 alphanumeric strings with length 9!" when the next turn is rendered): :func:`learn_id_shape`
@@ -57,10 +58,10 @@ def call_ids(seed: str = "", shape: str = "call") -> IdFactory:
     salt = _digest(seed, size=8).hex()
 
     def call(index: int, name: str, before: str) -> str:
-        return "call_" + _digest(salt, before, name, size=10).hex() + "%04x" % index
+        return "call_" + _digest(salt, name, size=10).hex() + "%04x" % index
 
     def alnum9(index: int, name: str, before: str) -> str:
-        n = int.from_bytes(_digest(salt, before, name, str(index), size=8), "big")
+        n = int.from_bytes(_digest(salt, name, str(index), size=8), "big")
         out = []
         for _ in range(9):
             n, r = divmod(n, len(_ALPHABET))

@@ -56,20 +56,21 @@ def request(tools: list[dict[str, Any]] | None = None, chat_template_kwargs: dic
     return ChatCompletionRequest(**body)
 
 
-def parser_class() -> type:
-    """vLLM's composition of our two parsers, as ``vllm serve ... --tool-call-parser autoparser
-    --reasoning-parser autoparser --enable-auto-tool-choice`` builds it."""
-    assert plugin.NAME == "autoparser"
-    return ParserManager.get_parser(tool_parser_name=plugin.NAME, reasoning_parser_name=plugin.NAME,
-                                    enable_auto_tools=True)
+def parser_class(name: str = plugin.NAME, tokenizer: Any = None) -> type:
+    """vLLM's composition of the tool and reasoning parsers named ``name``, as ``vllm serve ...
+    --tool-call-parser NAME --reasoning-parser NAME --enable-auto-tool-choice`` builds it (ours:
+    ``autoparser``; vLLM's reader of an HF ``response_template``: ``hf``, which checks the
+    tokenizer's template when given one)."""
+    return ParserManager.get_parser(tool_parser_name=name, reasoning_parser_name=name, enable_auto_tools=True,
+                                    tokenizer=tokenizer)
 
 
 def replay(tokenizer: Any, prompt: str, output: str, req: ChatCompletionRequest, *,
-           step: int = 3) -> tuple[dict[str, Any], dict[str, Any]]:
+           step: int = 3, parser: str = plugin.NAME) -> tuple[dict[str, Any], dict[str, Any]]:
     """(one-shot, streamed) messages vLLM gives for ``output`` after ``prompt``: ``reasoning``,
     ``content`` (None when empty), ``calls`` as (name, arguments object) and their ``ids``; the
-    stream is fed ``step`` token ids at a time."""
-    cls = parser_class()
+    stream is fed ``step`` token ids at a time; ``parser``: the parsers' name."""
+    cls = parser_class(parser, tokenizer if parser != plugin.NAME else None)
     kwargs = req.chat_template_kwargs
     one = cls(tokenizer, req.tools, chat_template_kwargs=kwargs, model_config=None)
     one.set_prompt_token_ids(tokenizer.encode(prompt))
@@ -97,3 +98,97 @@ def replay(tokenizer: Any, prompt: str, output: str, req: ChatCompletionRequest,
               "calls": [(c["name"], json.loads(c["arguments"] or "{}")) for c in calls_in_order],
               "ids": [c["id"] for c in calls_in_order]}
     return shot, stream
+
+
+# ----------------------------------------------------------------------------- vLLM's serving code
+
+def _serving(parser: str) -> Any:
+    """vLLM's ``OpenAIServingChat`` with only what its response generators read: the parser
+    class vLLM composes for ``--tool-call-parser NAME --reasoning-parser NAME
+    --enable-auto-tool-choice`` (its engine client, model registry and renderer are not used
+    once the prompt is rendered and the engine's outputs are at hand)."""
+    from vllm.entrypoints.openai.chat_completion.serving import OpenAIServingChat
+    serving = OpenAIServingChat.__new__(OpenAIServingChat)
+    for name, value in {"response_role": "assistant", "enable_auto_tools": True,
+                        "_include_reasoning_tokens_details": True, "enable_prompt_tokens_details": False,
+                        "enable_log_outputs": False, "enable_log_deltas": False, "enable_force_include_usage": False,
+                        "request_logger": None, "system_fingerprint": None, "enable_per_request_metrics": False,
+                        "model_config": None, "default_chat_template_kwargs": {}}.items():
+        setattr(serving, name, value)
+    serving.parser_cls = parser_class(parser)
+    return serving
+
+
+def _outputs(prompt_ids: list[int], pieces: list[tuple[list[int], str, bool]]) -> Any:
+    """The engine's outputs, as vLLM's engine streams them (delta text and ids per step)."""
+    from vllm.outputs import CompletionOutput, RequestOutput
+
+    async def gen():
+        for ids, text, last in pieces:
+            yield RequestOutput(request_id="replay", prompt=None, prompt_token_ids=prompt_ids, prompt_logprobs=None,
+                                outputs=[CompletionOutput(index=0, text=text, token_ids=list(ids), cumulative_logprob=None,
+                                                          logprobs=None, finish_reason="stop" if last else None)],
+                                finished=last)
+    return gen()
+
+
+def serve(tokenizer: Any, prompt: str, output: str, req: ChatCompletionRequest, *, step: int = 3,
+          parser: str = plugin.NAME) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(non-streaming, streamed) messages of vLLM's own chat-completion serving code for
+    ``output`` after ``prompt``: ``chat_completion_full_generator`` (the response's message) and
+    ``chat_completion_stream_generator`` (its ``data:`` chunks accumulated as an OpenAI client
+    does), the engine's outputs replayed ``step`` token ids at a time; same keys as :func:`replay`
+    plus ``finish_reason``."""
+    import asyncio
+    from vllm.entrypoints.generate.base.protocol import RequestResponseMetadata
+
+    serving = _serving(parser)
+    ids, prompt_ids = tokenizer.encode(output), tokenizer.encode(prompt)
+    steps = [(ids[i:i + step], tokenizer.decode(ids[i:i + step]), i + step >= len(ids))
+             for i in range(0, len(ids), step)] or [([], "", True)]
+    whole = [(ids, output, True)]
+    kwargs = req.chat_template_kwargs
+    conversation = [{"role": "user", "content": "hi"}]
+
+    async def run() -> tuple[Any, list[dict[str, Any]]]:
+        parser_obj = serving._make_parser(req, tokenizer, kwargs)
+        response = await serving.chat_completion_full_generator(
+            req, _outputs(prompt_ids, whole), "chatcmpl-replay", "m", conversation, tokenizer,
+            RequestResponseMetadata(request_id="chatcmpl-replay"), parser=parser_obj)
+        chunks = []
+        async for line in serving.chat_completion_stream_generator(
+                req, _outputs(prompt_ids, steps), "chatcmpl-replay", "m", conversation, tokenizer,
+                RequestResponseMetadata(request_id="chatcmpl-replay"), chat_template_kwargs=kwargs):
+            payload = line.removeprefix("data: ").strip()
+            if payload and payload != "[DONE]":
+                chunks.append(json.loads(payload))
+        return response, chunks
+
+    response, chunks = asyncio.run(run())
+    if not hasattr(response, "choices"):
+        raise RuntimeError(f"vLLM answered with an error: {response}")
+    msg = response.choices[0].message
+    calls = msg.tool_calls or []
+    full = {"reasoning": getattr(msg, "reasoning", None) or None, "content": msg.content or None,
+            "calls": [(c.function.name, json.loads(c.function.arguments)) for c in calls],
+            "ids": [c.id for c in calls], "finish_reason": response.choices[0].finish_reason}
+    acc: dict[str, Any] = {"reasoning": "", "content": "", "calls": {}, "finish_reason": None}
+    for chunk in chunks:
+        if "error" in chunk:
+            raise RuntimeError(f"vLLM streamed an error: {chunk['error']}")
+        for choice in chunk.get("choices") or []:
+            d = choice.get("delta") or {}
+            acc["reasoning"] += d.get("reasoning") or ""
+            acc["content"] += d.get("content") or ""
+            for tc in d.get("tool_calls") or []:
+                call = acc["calls"].setdefault(tc["index"], {"id": "", "name": "", "arguments": ""})
+                call["id"] += tc.get("id") or ""
+                fn = tc.get("function") or {}
+                call["name"] += fn.get("name") or ""
+                call["arguments"] += fn.get("arguments") or ""
+            acc["finish_reason"] = choice.get("finish_reason") or acc["finish_reason"]
+    in_order = [c for _, c in sorted(acc["calls"].items())]
+    streamed = {"reasoning": acc["reasoning"] or None, "content": acc["content"] or None,
+                "calls": [(c["name"], json.loads(c["arguments"] or "{}")) for c in in_order],
+                "ids": [c["id"] for c in in_order], "finish_reason": acc["finish_reason"]}
+    return full, streamed

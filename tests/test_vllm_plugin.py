@@ -1,11 +1,12 @@
-"""The vLLM plugin (``chat_autoparser.integrations.vllm``) driven by the real vLLM, as its serving
-layer drives a request's parser: vLLM's ``ParserManager.get_parser("autoparser", "autoparser")``
-composes our tool and reasoning parsers into its own ``DelegatingParser``; its ``parse`` (the
-non-streaming path of ``OpenAIServingChat``) and ``parse_delta`` (what its stream processor calls
-per delta, with the prompt's token ids, ``finished`` on the last) get vLLM's own
-``ChatCompletionRequest``. Over the corpus, every template's own rendered outputs (the fixed
-point's scenarios: content, reasoning, one call, parallel calls, tricky and empty arguments)
-must give through vLLM the message our parser gives one-shot.
+"""The vLLM plugin (``chat_autoparser.integrations.vllm``) driven by the real vLLM: vLLM's
+``ParserManager.get_parser("autoparser", "autoparser")`` composes our tool and reasoning parsers
+into its own ``DelegatingParser``, and vLLM's own chat-completion serving code
+(``OpenAIServingChat.chat_completion_full_generator`` and ``chat_completion_stream_generator``,
+with its ``ChatStreamProcessor``) turns replayed engine outputs into the response and its SSE
+chunks (``integrations.vllm_replay.serve``); the hand-written cases also call ``parse`` /
+``parse_delta`` directly (``replay``). Over the corpus, every template's own rendered outputs
+(the fixed point's scenarios: content, reasoning, one call, parallel calls, tricky and empty
+arguments) must give through vLLM the message the fixed point verified, with its finish reason.
 
 vLLM 0.33 pins transformers<5.21 and a CUDA torch, so these tests run in a venv of their own
 (``pip install '.[vllm]'``; ``.ci/run`` builds it); without vLLM they are skipped, saying so.
@@ -28,7 +29,7 @@ from vllm.reasoning import ReasoningParserManager  # noqa: E402
 from vllm.tool_parsers.abstract_tool_parser import ToolParserManager  # noqa: E402
 
 from chat_autoparser.integrations import vllm as plugin  # noqa: E402
-from chat_autoparser.integrations.vllm_replay import CharTokenizer, parser_class, replay  # noqa: E402
+from chat_autoparser.integrations.vllm_replay import CharTokenizer, parser_class, replay, serve  # noqa: E402
 from chat_autoparser.integrations.vllm_replay import request as _request  # noqa: E402
 
 
@@ -48,6 +49,10 @@ def _ours(parsed: dict[str, Any]) -> dict[str, Any]:
 
 def _strip_ids(m: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in m.items() if k != "ids"}
+
+
+def _plain(m: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in m.items() if k not in ("ids", "finish_reason")}
 
 
 # ----------------------------------------------------------------------------- registration
@@ -135,12 +140,15 @@ def test_corpus_outputs_through_vllm(corpus_entry, fixed_points):
     for name, fp in held.items():
         tools = list(RT_TOOLS) if fp.with_tools else None
         request = _request(tools)
-        shot, stream = _vllm_message(tok, fp.prompt, fp.generated, request)
+        full, stream = serve(tok, fp.prompt, fp.generated, request)
         expected = _ours(fp.parsed)  # the message the fixed point verified (it renders the output back)
-        if _strip_ids(shot) != expected or _strip_ids(stream) != expected:
-            wrong.append(f"{name}: ours {expected}, vLLM one-shot {_strip_ids(shot)}, streamed {_strip_ids(stream)}")
-        elif len(set(stream["ids"])) != len(stream["ids"]) or not all(stream["ids"]):
-            wrong.append(f"{name}: call ids {stream['ids']}")
+        reason = "tool_calls" if expected["calls"] else "stop"
+        if _plain(full) != expected or _plain(stream) != expected:
+            wrong.append(f"{name}: ours {expected}, vLLM response {_plain(full)}, streamed {_plain(stream)}")
+        elif full["finish_reason"] != reason or stream["finish_reason"] != reason:
+            wrong.append(f"{name}: finish_reason {full['finish_reason']}, streamed {stream['finish_reason']}")
+        elif len(set(stream["ids"])) != len(stream["ids"]) or not all(stream["ids"]) or full["ids"] != stream["ids"]:
+            wrong.append(f"{name}: call ids {full['ids']}, streamed {stream['ids']}")
     assert not wrong, "\n".join(wrong)
 
 
@@ -175,3 +183,18 @@ def test_five_turn_conversation_through_the_plugin(corpus_root, name, output):
                 {"role": "tool", "tool_call_id": cid, "name": "get_weather", "content": "sunny"}])
     ct.render(conv, WEATHER)
     assert len(set(ids)) == 5
+
+
+def test_tool_choice_none_and_named():
+    """``none``: the call's text stays content, no call; a named tool: its calls are read."""
+    from chat_autoparser import ChatTemplate
+    ct = ChatTemplate.from_pretrained(THINK)
+    tok = CharTokenizer(ct.template.source, {"bos_token": "<s>", "eos_token": "</s>"})
+    search = {"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {}}}}
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    prompt = ct.render([{"role": "user", "content": "hi"}], tools=WEATHER)
+    shot, stream = replay(tok, prompt, call, _request(WEATHER, tool_choice="none"))
+    assert shot["calls"] == stream["calls"] == [] and "get_weather" in shot["content"] and "get_weather" in stream["content"]
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    shot, stream = replay(tok, prompt, call, _request(WEATHER + [search], tool_choice=named))
+    assert shot["calls"] == stream["calls"] == [("get_weather", {"city": "Paris"})]

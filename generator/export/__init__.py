@@ -17,7 +17,7 @@ Example::
 
     >>> from chat_autoparser.analyzer import analyze_template
     >>> a = analyze_template("templates/chatml-think.jinja")
-    >>> export(a, "hf")["fields"]["reasoning_content"]["close"]
+    >>> export(a, "hf")["fields"]["thinking"]["close"]
     ['</think>', '<|im_end|>']
 """
 

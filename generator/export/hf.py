@@ -1,7 +1,9 @@
 """Hugging Face ``response_template`` (read by transformers' ``parse_response`` and
 ``ResponseParser``, seed 004) from the analysis.
 
-Fields: ``reasoning_content`` between the reasoning markers; ``content`` as the implicit
+Fields: ``thinking`` between the reasoning markers (the field name of seed 004's examples, the
+one vLLM's reader of response templates requires; a client's message holds it as
+``reasoning_content`` too, which templates read alike); ``content`` as the implicit
 (leftover) field, up to the turn's end (or between the content markers when the template wraps
 content); ``tool_calls`` from the call skeleton: an opener regex (the literals before the
 arguments, the name and id captured as named groups), the arguments parsed as ``json`` (one JSON
@@ -17,7 +19,7 @@ Example::
 
     >>> from chat_autoparser.analyzer import analyze_template
     >>> rt = response_template(analyze_template("templates/chatml-think.jinja"))
-    >>> rt["fields"]["reasoning_content"]["open"], rt["start_anchor"]
+    >>> rt["fields"]["thinking"]["open"], rt["start_anchor"]
     ('<think>', '<|im_start|>assistant\\n')
 """
 
@@ -37,6 +39,8 @@ from ..calls import json_calls, json_frame, json_section_markers
 from ..message import turn_stop_markers
 from ...errors import NotExpressible
 from .frame import call_frame, tool_names
+
+THINKING = "thinking"  # the reasoning's field (seed 004; vLLM's "hf" parsers require this name)
 
 FMT = "hf"
 WS = re.compile(r"\s+")
@@ -341,7 +345,7 @@ def response_template(analysis: TemplateAnalysis, *, tools: Sequence[Mapping[str
                     "opener", analysis)
     stops = _stops(analysis)
     if rs and re_:  # (reasoning cut off by the turn's end ends there)
-        fields["reasoning_content"] = {"open": rs, "close": [re_] + [x for x in stops if x != re_], **TEXT}
+        fields[THINKING] = {"open": rs, "close": [re_] + [x for x in stops if x != re_], **TEXT}
     ts = analysis.tool_call_structure
     leftover = not cs.content_start.strip()  # content is the text no other field reads
     if with_tools and ts.supports_tools and ts.call_parts:

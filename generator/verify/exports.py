@@ -69,8 +69,10 @@ def comparable(message: Mapping[str, Any], ids: bool) -> dict[str, Any]:
         fn = c.get("function") or {}
         calls.append({"name": fn.get("name"), "arguments": _args(fn.get("arguments")),
                       **({"id": c.get("id")} if ids else {})})
-    return {"content": _text(message.get("content")), "reasoning_content": _text(message.get("reasoning_content")),
-            "tool_calls": calls}
+    reasoning = message.get("reasoning_content")
+    if reasoning is None:
+        reasoning = message.get("thinking")  # (the HF response template's field)
+    return {"content": _text(message.get("content")), "reasoning_content": _text(reasoning), "tool_calls": calls}
 
 
 def hf_parse(template: Mapping[str, Any], text: str, prompt: str, tools: Any) -> dict[str, Any]:
