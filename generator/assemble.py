@@ -26,7 +26,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from chat_autoparser.analyzer.structures import FunctionFormat, ToolCallStructure, ValueFormat
 
-from .values import PYTHON, encode_string, schema_type, to_json_text, typed_json, unterminated, unwrap_cdata
+from .values import (PYTHON, allows_null, encode_string, schema_type, to_json_text, typed_json, unterminated,
+                     unwrap_cdata)
 
 
 FIELD = {"reasoning": "reasoning_content", "content": "content"}
@@ -467,8 +468,8 @@ class Assembler:
             return False
         schema = self._param_schema(call)
         t = schema_type(schema)
-        if t is not None:
-            return t == "string"
+        if t is not None:  # (a string that may be null is read whole: "null" is then null)
+            return t == "string" and not allows_null(schema)
         if call.arg_type:
             for jtype, text in self._typed_texts():
                 if text == call.arg_type:

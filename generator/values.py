@@ -227,14 +227,62 @@ def unterminated(raw: str, fmt: ValueFormat) -> str | None:
 
 encode_string = encode_basestring  # json.dumps(text, ensure_ascii=False), without its wrapping
 _INTEGER = re.compile(r"0|-?[1-9][0-9]*")  # an integer written as JSON writes it back
+_INTEGER_TEXT = re.compile(r"[-+]?[0-9]+")  # an integer as text writes it (leading zeros, a sign)
+_NUMBER_TEXT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+NULL_WORDS = ("null", "None")  # how JSON and Python write null
+
+
+def allows_null(schema: dict[str, Any] | None) -> bool:
+    """Whether a parameter's schema admits null (``"type": [..., "null"]``, an ``anyOf`` /
+    ``oneOf`` branch of type null, OpenAPI's ``nullable``).
+
+    Example::
+
+        >>> allows_null({"type": ["string", "null"]}), allows_null({"type": "string"})
+        (True, False)
+    """
+    if not isinstance(schema, dict):
+        return False
+    t = schema.get("type")
+    if t == "null" or isinstance(t, list) and "null" in t or schema.get("nullable") is True:
+        return True
+    return any(allows_null(sub) for key in ("anyOf", "oneOf") for sub in schema.get(key) or [])
+
+
+def _number_json(text: str, integer: bool) -> str | None:
+    """JSON for a number written as text (``007``, ``+3``, ``.5``) when the schema asks for one;
+    None when ``text`` is no such number."""
+    if _INTEGER_TEXT.fullmatch(text):
+        return str(int(text))
+    if not integer and _NUMBER_TEXT.fullmatch(text):
+        value = float(text)
+        return json.dumps(value) if value == value and abs(value) != float("inf") else None
+    return None
 
 
 def typed_json(raw: str, schema: dict[str, Any] | None, fmt: ValueFormat | None = None) -> str:
-    """JSON text for a raw tagged value, typed by the parameter's schema: strings stay strings;
-    numbers, booleans, arrays and objects are read as JSON (or the template's own format)."""
+    """JSON text for a raw tagged value, typed by the parameter's schema: strings stay strings
+    (``"007"`` for a ``string``); a number as text writes it (``007``) for an ``integer`` or a
+    ``number``; ``null`` / ``None`` for a parameter that admits null; booleans, arrays and objects
+    read as JSON (or the template's own format). A value that fits none stays the string it was.
+
+    Example::
+
+        >>> typed_json("007", {"type": "integer"}), typed_json("007", {"type": "string"})
+        ('7', '"007"')
+        >>> typed_json("null", {"type": ["string", "null"]}), typed_json("null", {"type": "string"})
+        ('null', '"null"')
+    """
     t = schema_type(schema)
-    if t in ("integer", "number") and _INTEGER.fullmatch(raw.strip()):
-        return raw.strip()
+    text = raw.strip()
+    if t in ("integer", "number") and _INTEGER.fullmatch(text):
+        return text
+    if text in NULL_WORDS and allows_null(schema):
+        return "null"
+    if t in ("integer", "number"):
+        number = _number_json(text, t == "integer")
+        if number is not None:
+            return number
     if t in (None, "string"):
         if t is None and fmt is not None and not fmt.raw_strings:
             try:
