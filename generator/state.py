@@ -227,10 +227,15 @@ def _prompt_state(analysis: TemplateAnalysis, prompt: str, setting: StartState) 
     matches = [s for s in analysis.thinking_settings if s.generation_prompt.strip() and
                tail.endswith(s.generation_prompt.rstrip())]
     best = max(matches, key=lambda s: len(s.generation_prompt)) if matches else None
-    # a content marker that is also the end of a setting's own generation prompt is that
-    # prompt's end (the assistant's header, written again after reasoning by some templates):
-    # the setting, whose output the analysis read, decides, not a content wrapper opened
-    header = best is not None and bool(content) and best.generation_prompt.rstrip().endswith(content)
+    # a content marker that is also the end of a setting's own generation prompt and is the
+    # assistant's header (written again after reasoning by some templates), or has no closer of
+    # its own (none, or the turn's end), is that prompt's end: the setting, whose output the
+    # analysis read, decides; a wrapper the template closes (``<|open|>response`` ...
+    # ``<|close|>response``) after another header is content the prompt opened
+    closer = cs.content_end.strip()
+    own_closer = bool(closer) and closer not in (analysis.end_of_turn.strip(), analysis.final_suffix.strip())
+    header = best is not None and bool(content) and best.generation_prompt.rstrip().endswith(content) and \
+        (not own_closer or content == analysis.assistant_start.strip())
     if end and tail.endswith(end) and not (start and tail.endswith(start) and len(start) > len(end)):
         mode = ReasoningMode.DISABLED
     elif start and tail.endswith(start):
