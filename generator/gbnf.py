@@ -82,7 +82,9 @@ def chars(text: str) -> str:
 
 
 def _class_char(ch: str) -> str:
-    if ch in "\\]^-[":
+    if ch == "-":  # (``\-`` is refused by llguidance's GBNF reader; a hex escape is read by all)
+        return "\\x2D"
+    if ch in "\\]^[":
         return "\\" + ch
     if ch == "\n":
         return "\\n"

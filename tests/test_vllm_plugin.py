@@ -198,3 +198,23 @@ def test_tool_choice_none_and_named():
     named = {"type": "function", "function": {"name": "get_weather"}}
     shot, stream = replay(tok, prompt, call, _request(WEATHER + [search], tool_choice=named))
     assert shot["calls"] == stream["calls"] == [("get_weather", {"city": "Paris"})]
+
+
+def test_corpus_required_tool_choice_grammar(corpus_entry, fixed_points):
+    """``tool_choice="required"``: vLLM's composition of our parsers puts our grammar for the
+    request into ``structured_outputs``, and vLLM's own check of that field (its guidance
+    backend's) accepts it, on every template whose call the fixed point holds."""
+    from chat_autoparser.analyzer import load_template
+    from chat_autoparser.generator.verify.fixed_point import RT_TOOLS
+    from vllm.v1.structured_output.backend_guidance import validate_guidance_grammar
+    fp = fixed_points(corpus_entry.path).get("tool_call")
+    if fp is None or not fp.ok or fp.skipped:
+        pytest.skip("no held tool-call fixed point (template-report says why)")
+    loaded = load_template(corpus_entry.path)
+    tok = CharTokenizer(loaded.source, loaded.special_tokens)
+    plugin._TEMPLATES.clear()
+    request = _request(list(RT_TOOLS), tool_choice="required")
+    parser = _parser_cls()(tok, request.tools, chat_template_kwargs=None, model_config=None)
+    adjusted = parser.adjust_request(request)
+    assert adjusted.structured_outputs is not None and adjusted.structured_outputs.grammar
+    validate_guidance_grammar(adjusted.to_sampling_params(1000, {}))
