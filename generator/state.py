@@ -169,8 +169,10 @@ def _rendered_state(analysis: TemplateAnalysis, render: PromptRenderer, kwargs: 
         open_modes = {s.reasoning_mode for s in analysis.thinking_settings} & {ReasoningMode.OPTIONAL, ReasoningMode.NONE}
         if len(open_modes) == 1:
             mode = open_modes.pop()
-        else:  # the probed settings differ: the instructions tell
+        elif open_modes:  # the probed settings differ: the instructions tell
             mode = ReasoningMode.OPTIONAL if start in full else ReasoningMode.NONE
+        else:  # (no probed setting leaves the block to the model: as the prompt reader does)
+            mode = ReasoningMode.OPTIONAL
     return StartState(mode, source="render:chat_template_kwargs", template_kwargs=dict(kwargs), generation_prompt=gen)
 
 
@@ -226,7 +228,12 @@ def _prompt_state(analysis: TemplateAnalysis, prompt: str, setting: StartState) 
     tail = prompt.rstrip()
     matches = [s for s in analysis.thinking_settings if s.generation_prompt.strip() and
                tail.endswith(s.generation_prompt.rstrip())]
-    best = max(matches, key=lambda s: len(s.generation_prompt)) if matches else None
+    best = None
+    if matches:  # the longest generation prompt that ends the prompt; among equals, the request's setting
+        longest = max(len(s.generation_prompt.rstrip()) for s in matches)
+        named = setting.source.removeprefix("setting:").removesuffix(" with tools")
+        tied = [s for s in matches if len(s.generation_prompt.rstrip()) == longest]
+        best = next((s for s in tied if s.name == named), tied[0])
     # a content marker that is also the end of a setting's own generation prompt and is the
     # assistant's header (written again after reasoning by some templates), or has no closer of
     # its own (none, or the turn's end), is that prompt's end: the setting, whose output the

@@ -228,7 +228,8 @@ def unterminated(raw: str, fmt: ValueFormat) -> str | None:
 encode_string = encode_basestring  # json.dumps(text, ensure_ascii=False), without its wrapping
 _INTEGER = re.compile(r"0|-?[1-9][0-9]*")  # an integer written as JSON writes it back
 _INTEGER_TEXT = re.compile(r"[-+]?[0-9]+")  # an integer as text writes it (leading zeros, a sign)
-_NUMBER_TEXT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_NUMBER_TEXT = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+MAX_NUMBER_TEXT = 400  # longer "numbers" stay strings (int() of thousands of digits raises)
 NULL_WORDS = ("null", "None")  # how JSON and Python write null
 
 
@@ -252,6 +253,8 @@ def allows_null(schema: dict[str, Any] | None) -> bool:
 def _number_json(text: str, integer: bool) -> str | None:
     """JSON for a number written as text (``007``, ``+3``, ``.5``) when the schema asks for one;
     None when ``text`` is no such number."""
+    if len(text) > MAX_NUMBER_TEXT:
+        return None
     if _INTEGER_TEXT.fullmatch(text):
         return str(int(text))
     if not integer and _NUMBER_TEXT.fullmatch(text):
@@ -275,7 +278,7 @@ def typed_json(raw: str, schema: dict[str, Any] | None, fmt: ValueFormat | None 
     """
     t = schema_type(schema)
     text = raw.strip()
-    if t in ("integer", "number") and _INTEGER.fullmatch(text):
+    if t in ("integer", "number") and len(text) <= MAX_NUMBER_TEXT and _INTEGER.fullmatch(text):
         return text
     if text in NULL_WORDS and allows_null(schema):
         return "null"

@@ -8,7 +8,7 @@ Serve with::
 (the package registers both through vLLM's ``vllm.general_plugins`` entry point; or name this
 file with ``--tool-parser-plugin`` / ``--reasoning-parser-plugin``). The template is the one the
 tokenizer carries, or the file ``$AUTOPARSER_CHAT_TEMPLATE`` names (use it with vLLM's
-``--chat-template``), or the request's own ``chat_template``; each is analysed once per process.
+``--chat-template``), analysed once per process.
 
 How vLLM drives the pair (``vllm.parser.abstract_parser.DelegatingParser``): the reasoning
 parser reads the output first and hands the text after the reasoning to the tool parser; both
@@ -16,8 +16,9 @@ are "engine based" (vLLM passes each delta once and asks them to flush at the en
 the parser holds back (a marker's first characters) is lost at the end of the output. The
 request's ``chat_template_kwargs``, ``tools``, ``tool_choice`` and ``parallel_tool_calls`` build
 the parser, and the prompt (token ids vLLM hands over, decoded) says where the output starts.
-Without the reasoning parser, reasoning stays in ``content`` (as vLLM does with no reasoning
-parser). ``tool_choice="required"`` or a named tool: ``adjust_request`` puts this project's
+Without the reasoning parser, reasoning stays in ``content`` with its markers (as vLLM does
+with no reasoning parser; vLLM tells the tool parser by ``skip_reasoning_parsing``).
+``tool_choice="required"`` or a named tool: ``adjust_request`` puts this project's
 grammar for the request into ``structured_outputs.grammar`` (vLLM's guidance backend), for the
 output after the reasoning when the reasoning parser is in use (vLLM constrains only that).
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import replace
 from typing import Any, Sequence
 
 from vllm.entrypoints.generate.base.protocol import (DeltaFunctionCall, DeltaMessage, DeltaToolCall,
@@ -35,7 +37,9 @@ from vllm.reasoning import ReasoningParser, ReasoningParserManager
 from vllm.sampling_params import StructuredOutputsParams
 from vllm.tool_parsers.abstract_tool_parser import ToolParser, ToolParserManager
 
+from chat_autoparser.analyzer.load import from_string
 from chat_autoparser.analyzer.structures import ReasoningMode
+from chat_autoparser.errors import ChatAutoparserError
 from chat_autoparser.generator.chat_template import ChatTemplate
 from chat_autoparser.generator.openai_chunks import ChunkStream
 from chat_autoparser.generator.params import ChatParams
@@ -57,29 +61,38 @@ def _special_tokens(tokenizer: Any) -> dict[str, str]:
     return out
 
 
-def template_for(tokenizer: Any, request: Any = None) -> ChatTemplate:
-    """The ChatTemplate of a request: its own ``chat_template``, else ``$AUTOPARSER_CHAT_TEMPLATE``,
-    else the tokenizer's; analysed once per process (keyed by the template's text)."""
-    source = getattr(request, "chat_template", None) if request is not None else None
-    name = "request chat_template"
-    if not source and os.environ.get(ENV_TEMPLATE):
+def template_for(tokenizer: Any) -> ChatTemplate:
+    """The ChatTemplate the server renders with: ``$AUTOPARSER_CHAT_TEMPLATE`` (the file given to
+    vLLM's ``--chat-template``), else the tokenizer's (named templates kept as such: with tools,
+    ``tool_use`` is analysed for the calls, as vLLM and transformers render it); analysed once per
+    process (keyed by the template's text). A request's own ``chat_template`` is not followed."""
+    source: Any = None
+    name = "tokenizer chat_template"
+    if os.environ.get(ENV_TEMPLATE):
         path = os.environ[ENV_TEMPLATE]
         with open(path, encoding="utf-8") as f:
             source, name = f.read(), os.path.basename(path)
     if not source:
         source = getattr(tokenizer, "chat_template", None)
-        name = "tokenizer chat_template"
-    if isinstance(source, dict):  # named templates: the default one
-        source = source.get("default") or next(iter(source.values()))
-    if not isinstance(source, str) or not source:
+    if isinstance(source, str):
+        variants = {"default": source} if source else {}
+    elif isinstance(source, dict):
+        variants = {str(k): v for k, v in source.items() if isinstance(v, str) and v}
+    else:
+        variants = {}
+    if not variants:
         raise ValueError(f"{NAME}: no chat template (the tokenizer has none; set ${ENV_TEMPLATE} to a .jinja file)")
     tokens = _special_tokens(tokenizer)
-    key = hashlib.sha256((source + "\0" + repr(sorted(tokens.items()))).encode("utf-8")).hexdigest()
+    key = hashlib.sha256(json.dumps([variants, sorted(tokens.items())]).encode("utf-8", "surrogatepass")).hexdigest()
     ct = _TEMPLATES.get(key)
     if ct is None:
         if len(_TEMPLATES) >= 16:
             _TEMPLATES.pop(next(iter(_TEMPLATES)))
-        ct = _TEMPLATES[key] = ChatTemplate.from_string(source, name=name, special_tokens=tokens or None)
+        loaded = from_string(variants.get("default") or next(iter(variants.values())), name=name,
+                             special_tokens=tokens or None)
+        if len(variants) > 1:
+            loaded = replace(loaded, variants=variants)
+        ct = _TEMPLATES[key] = ChatTemplate(loaded)
     return ct
 
 
@@ -126,7 +139,7 @@ def after_reasoning_prompt(ct: ChatTemplate) -> str | None:
     return end or None
 
 
-def reasoning_split(text: str, reasoning: str | None, end_marker: str) -> int:
+def reasoning_split(text: str, reasoning: str | None, end_marker: str, start_marker: str = "") -> int:
     """Where the text after the reasoning starts in ``text``, given the reasoning the parser read:
     after the end marker that follows it (only whitespace between), else right after the
     reasoning (:func:`align_to_content` then drops the whitespace the template writes there).
@@ -137,14 +150,20 @@ def reasoning_split(text: str, reasoning: str | None, end_marker: str) -> int:
         19
         >>> reasoning_split("Hi", None, "</think>")
         0
+        >>> reasoning_split("<think>think</think>Hi", "think", "</think>", "<think>")
+        20
     """
     if not reasoning:
         if end_marker and text.lstrip().startswith(end_marker):  # an empty block closed
             return text.index(end_marker) + len(end_marker)
         return 0
-    at = text.find(reasoning)
+    begin = 0
+    if start_marker:  # (the reasoning's text may also be in the marker: look after it)
+        k = text.find(start_marker)
+        begin = k + len(start_marker) if k >= 0 else 0
+    at = text.find(reasoning, begin)
     if at < 0:
-        at = text.find(reasoning.strip())
+        at = text.find(reasoning.strip(), begin)
         reasoning = reasoning.strip()
     if at < 0:
         k = text.find(end_marker) if end_marker else -1
@@ -241,13 +260,15 @@ class AutoparserReasoningParser(ReasoningParser):
     def _params(self, request: Any = None) -> ChatParams:
         tools = _plain_tools(request) if request is not None else None
         choice, allowed = _choice(request, tools)
+        kwargs = self.chat_template_kwargs if self.chat_template_kwargs is not None else _kwargs(request, None)
         return self.ct.parser(tools=allowed, tool_choice=choice,
                               parallel_tool_calls=getattr(request, "parallel_tool_calls", None) is not False,
-                              prompt=self.prompt, chat_template_kwargs=_kwargs(request, self.chat_template_kwargs))
+                              prompt=self.prompt, chat_template_kwargs=kwargs)
 
     def adjust_request(self, request: Any) -> Any:
-        """Called before the tool parser's: our grammar for the output after the reasoning."""
-        return constrain(self.ct, request, after_reasoning=True)
+        """Called before the tool parser's: special tokens kept in the text; our grammar for the
+        output after the reasoning."""
+        return constrain(self.ct, keep_special_tokens(self.ct, request), after_reasoning=True)
 
     # -- the prompt
     def set_prompt_token_ids(self, prompt_token_ids: Sequence[int]) -> None:
@@ -278,7 +299,7 @@ class AutoparserReasoningParser(ReasoningParser):
     def extract_reasoning(self, model_output: str, request: Any) -> tuple[str | None, str | None]:
         message = self._params(request).parser.parse(model_output)
         reasoning = message.get("reasoning_content")
-        split = reasoning_split(model_output, reasoning, self._end)
+        split = reasoning_split(model_output, reasoning, self._end, self._start)
         before = ""
         if reasoning and self._start:  # text before the block (a call some templates write first)
             at = model_output.rfind(self._start, 0, max(model_output.find(reasoning), 0) + 1)
@@ -325,7 +346,7 @@ class AutoparserReasoningParser(ReasoningParser):
             return None
         if self._ended:
             self._flushed = True
-            rest = self._raw[reasoning_split(self._raw, self._reasoning, self._end):]
+            rest = self._raw[reasoning_split(self._raw, self._reasoning, self._end, self._start):]
             rest = self._handover(align_to_content(rest, self._content))
             return DeltaMessage(content=rest) if rest else None
         if self._stream is None:
@@ -352,6 +373,10 @@ class AutoparserToolParser(ToolParser):
         super().__init__(tokenizer, tools)
         self.ct = template_for(tokenizer)
         self._stream: ChunkStream | None = None
+        # vLLM sets this when no reasoning parser is configured: reasoning is then content, as
+        # written (its markers included), as vLLM does without one
+        self.skip_reasoning_parsing = False
+        self._in_reasoning = False
 
     def _params(self, request: Any, *, after_reasoning: bool = True) -> ChatParams:
         tools = _plain_tools(request)
@@ -362,30 +387,69 @@ class AutoparserToolParser(ToolParser):
                               chat_template_kwargs=_kwargs(request, None), id_seed=id_seed(request))
 
     def adjust_request(self, request: Any) -> Any:
-        """``tool_choice="required"`` or a named tool: our grammar for the request in
-        ``structured_outputs.grammar`` (unless a structured output is already set)."""
-        return constrain(self.ct, request, after_reasoning=False)
+        """Special tokens kept in the text; ``tool_choice="required"`` or a named tool: our
+        grammar for the request in ``structured_outputs.grammar`` (unless a structured output is
+        already set)."""
+        return constrain(self.ct, keep_special_tokens(self.ct, request), after_reasoning=False)
 
     def extract_tool_calls(self, model_output: str, request: Any) -> ExtractedToolCallInformation:
         message = self._params(request).parser.parse(model_output)
         calls = [ToolCall(id=c["id"], function=FunctionCall(name=c["function"]["name"],
                                                            arguments=c["function"]["arguments"]))
                  for c in message.get("tool_calls") or []]
-        return ExtractedToolCallInformation(tools_called=bool(calls), tool_calls=calls,
-                                            content=message.get("content") or None)
+        content = message.get("content") or ""
+        reasoning = message.get("reasoning_content")
+        if reasoning:  # (no reasoning parser ran: the block as written, then the content)
+            cs = self.ct.analysis.content_structure
+            split = reasoning_split(model_output, reasoning, cs.reasoning_end.strip(), cs.reasoning_start.strip())
+            content = model_output[:split] + content
+        return ExtractedToolCallInformation(tools_called=bool(calls), tool_calls=calls, content=content or None)
+
+    def _as_content(self, delta: DeltaMessage | None, end: bool = False) -> DeltaMessage | None:
+        """Reasoning read with no reasoning parser configured: content, between its markers."""
+        cs = self.ct.analysis.content_structure
+        out = ""
+        if delta is not None and delta.reasoning:
+            if not self._in_reasoning:
+                out += cs.reasoning_start.strip()
+                self._in_reasoning = True
+            out += delta.reasoning
+            delta.reasoning = None
+        if self._in_reasoning and (end or delta is not None and (delta.content or delta.tool_calls)):
+            out += cs.reasoning_end.strip()
+            self._in_reasoning = False
+        if not out:
+            return delta
+        if delta is None:
+            delta = DeltaMessage()
+        delta.content = out + (delta.content or "")
+        return delta
 
     def extract_tool_calls_streaming(self, previous_text: str, current_text: str, delta_text: str,
                                      previous_token_ids: Sequence[int], current_token_ids: Sequence[int],
                                      delta_token_ids: Sequence[int], request: Any) -> DeltaMessage | None:
         if self._stream is None:
             self._stream = ChunkStream(self._params(request).parser.stream(), self.ct.analysis)
-        return _delta(self._stream.feed(delta_text)) if delta_text else None
+        delta = _delta(self._stream.feed(delta_text)) if delta_text else None
+        return self._as_content(delta) if delta is not None and self.skip_reasoning_parsing else delta
 
     def finish_streaming(self) -> DeltaMessage | None:
         if self._stream is None:
             return None
         stream, self._stream = self._stream, None
-        return _delta(stream.finish())
+        delta = _delta(stream.finish())
+        return self._as_content(delta, end=True) if self.skip_reasoning_parsing else delta
+
+
+def keep_special_tokens(ct: ChatTemplate, request: Any) -> Any:
+    """The request with ``skip_special_tokens`` off where the template has markers to read (they
+    are often special tokens, which vLLM otherwise removes from the text before the parsers see
+    it), as vLLM's own tool and reasoning parsers set it."""
+    cs, ts = ct.analysis.content_structure, ct.analysis.tool_call_structure
+    markers = cs.reasoning_start.strip() or cs.reasoning_end.strip() or (getattr(request, "tools", None) and ts.call_parts)
+    if markers and hasattr(request, "skip_special_tokens"):
+        request.skip_special_tokens = False
+    return request
 
 
 def constrain(ct: ChatTemplate, request: Any, *, after_reasoning: bool) -> Any:
@@ -401,7 +465,10 @@ def constrain(ct: ChatTemplate, request: Any, *, after_reasoning: bool) -> Any:
                        parallel_tool_calls=getattr(request, "parallel_tool_calls", None) is not False,
                        prompt=after_reasoning_prompt(ct) if after_reasoning else None,
                        chat_template_kwargs=_kwargs(request, None))
-    grammar = params.lark_grammar
+    try:
+        grammar = params.lark_grammar
+    except ChatAutoparserError:  # (no llguidance: the request runs unconstrained, as with 'auto')
+        return request
     if grammar is None:
         return request
     request.structured_outputs = StructuredOutputsParams(grammar=grammar)

@@ -109,3 +109,14 @@ def test_render_takes_kwargs_dict():
     messages = [{"role": "user", "content": "Hi"}]
     assert ct.render(messages, chat_template_kwargs={"deep_mode": True}).endswith("<think>\n")
     assert ct.render(messages, chat_template_kwargs={"deep_mode": True}, deep_mode=False).endswith("</think>\n\n")
+
+
+def test_kwargs_decide_where_the_prompt_cannot(corpus_root):
+    """Hermes-4 writes the same generation prompt with and without ``thinking``: given the
+    rendered prompt too, the request's kwargs still pick the setting (prompt= no longer hides
+    them), and without kwargs the prompt reads as the default setting."""
+    ct = ChatTemplate.from_pretrained(corpus_root / "extra/NousResearch-Hermes-4-14B.jinja")
+    prompt = ct.render([{"role": "user", "content": "hi"}], chat_template_kwargs={"thinking": True})
+    on = ct.parser(prompt=prompt, chat_template_kwargs={"thinking": True})
+    assert on.parser.parse("<think>plan</think>Answer")["reasoning_content"] == "plan"
+    assert ct.parser(prompt=prompt).start["reasoning_mode"] == "REASONING_NONE"

@@ -32,6 +32,7 @@ ARGS = {"hour": 7, "ratio": 0.5, "loud": False, "label": None, "unit": "celsius"
     ("null", {"type": "string"}, "null"), ("007", {"type": "string"}, "007"), ("true", {"type": "string"}, "true"),
     ("True", {"type": "boolean"}, True), ("[1, 2]", {"type": "array"}, [1, 2]), ("abc", {"type": "integer"}, "abc"),
     ("nan", {"type": "number"}, "nan"), ("null", {"type": "string", "nullable": True}, None),
+    ("1" * 8000 + "x", {"type": "number"}, "1" * 8000 + "x"),  # (no quadratic scan, no int() of it)
 ])
 def test_typed_json(raw, schema, want):
     assert json.loads(typed_json(raw, schema)) == want

@@ -218,3 +218,63 @@ def test_corpus_required_tool_choice_grammar(corpus_entry, fixed_points):
     adjusted = parser.adjust_request(request)
     assert adjusted.structured_outputs is not None and adjusted.structured_outputs.grammar
     validate_guidance_grammar(adjusted.to_sampling_params(1000, {}))
+
+
+def test_kwargs_and_prompt_together_through_vllm(corpus_root):
+    """Hermes-4's ``thinking`` changes only its instructions, not its generation prompt: with the
+    prompt vLLM hands over, the request's kwargs still decide (reasoning read)."""
+    from chat_autoparser import ChatTemplate
+    ct = ChatTemplate.from_pretrained(corpus_root / "extra/NousResearch-Hermes-4-14B.jinja")
+    tok = CharTokenizer(ct.template.source, ct.template.special_tokens)
+    prompt = ct.render([{"role": "user", "content": "hi"}], chat_template_kwargs={"thinking": True})
+    full, stream = serve(tok, prompt, "<think>plan</think>Answer", _request(None, {"thinking": True}))
+    assert (full["reasoning"], full["content"]) == (stream["reasoning"], stream["content"]) == ("plan", "Answer")
+
+
+def test_special_tokens_kept_in_the_text():
+    from chat_autoparser import ChatTemplate
+    ct = ChatTemplate.from_pretrained(THINK)
+    tok = CharTokenizer(ct.template.source, {"bos_token": "<s>", "eos_token": "</s>"})
+    request = _request(WEATHER)
+    assert request.skip_special_tokens is not False  # (vLLM's default: skipped)
+    parser = _parser_cls()(tok, request.tools, chat_template_kwargs=None, model_config=None)
+    assert parser.adjust_request(request).skip_special_tokens is False
+
+
+def test_tool_parser_alone_keeps_reasoning_as_content():
+    """``--tool-call-parser autoparser`` with no reasoning parser: the block stays content, with
+    its markers, one-shot and streamed (vLLM's own behaviour without a reasoning parser)."""
+    from chat_autoparser import ChatTemplate
+    from vllm.parser.parser_manager import ParserManager
+    ct = ChatTemplate.from_pretrained(THINK)
+    tok = CharTokenizer(ct.template.source, {"bos_token": "<s>", "eos_token": "</s>"})
+    cls = ParserManager.get_parser(tool_parser_name="autoparser", reasoning_parser_name=None, enable_auto_tools=True)
+    request = _request(WEATHER)
+    output = '<think>plan</think>Hi<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+    reasoning, content, calls = cls(tok, request.tools, model_config=None).parse(output, request, enable_auto_tools=True)
+    assert reasoning is None and content == "<think>plan</think>Hi" and [c.name for c in calls] == ["get_weather"]
+    streamed = cls(tok, request.tools, model_config=None)
+    prompt_ids = tok.encode(ct.render([{"role": "user", "content": "hi"}], tools=WEATHER))
+    text = ""
+    for i in range(0, len(output), 3):
+        d = streamed.parse_delta(output[i:i + 3], tok.encode(output[i:i + 3]), request, prompt_ids,
+                                 finished=i + 3 >= len(output))
+        if d is not None:
+            assert not d.reasoning
+            text += d.content or ""
+    assert text == "<think>plan</think>Hi"
+
+
+def test_named_templates_of_the_tokenizer():
+    """A tokenizer with named templates: the analysis reads the calls of ``tool_use``, the one vLLM
+    renders when the request has tools."""
+    plugin._TEMPLATES.clear()
+    default = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    tool_use = (default.replace("{% for m", "{% for t in tools %}{{ t | tojson }}{% endfor %}{% for m")
+                .replace("{{ m.content }}", "{% if m.tool_calls %}{% for c in m.tool_calls %}<call>{{ c.function | tojson }}</call>"
+                         "{% endfor %}{% else %}{{ m.content }}{% endif %}"))
+    tok = CharTokenizer("", {"bos_token": "<s>", "eos_token": "</s>"})
+    tok.chat_template = {"default": default, "tool_use": tool_use}
+    ct = plugin.template_for(tok)
+    assert set(ct.template.variants) == {"default", "tool_use"}
+    assert ct.analysis.tool_call_structure.call_parts
