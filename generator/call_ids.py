@@ -3,8 +3,8 @@ request, and still the same for the same request and output.
 
 The parser keeps an id the model writes (a format whose calls carry one). For the others the
 parser asks an id factory (``IdFactory``: index, name, text before the call). :func:`call_ids`
-builds one from a request's seed (the prompt, or the conversation's messages): a call's id is the
-seed's, its name's and its index's, so the same call text in two turns of a conversation gets two
+builds one from a request's basis (the prompt, or the conversation's messages): a call's id is
+the basis', its name's and its index's, so the same call text in two turns of a conversation gets two
 ids, while the same request parsed again (one-shot or streamed, whatever text a parser saw
 before the call) gets the same ones.
 
@@ -47,15 +47,15 @@ def _digest(*parts: str, size: int) -> bytes:
     return h.digest()
 
 
-def call_ids(seed: str = "", shape: str = "call") -> IdFactory:
-    """An id factory for one request: ``seed`` (the prompt, or the request's messages) makes its
-    ids differ from another request's; ``shape`` one of :data:`SHAPES`. With no seed and the
+def call_ids(basis: str = "", shape: str = "call") -> IdFactory:
+    """An id factory for one request: ``basis`` (the prompt, or the request's messages) makes its
+    ids differ from another request's; ``shape`` one of :data:`SHAPES`. With no basis and the
     ``call`` shape, the default ids (:func:`~chat_autoparser.generator.assemble.default_call_id`)."""
     if shape not in SHAPES:
         raise ValueError(f"unknown id shape {shape!r}; known: {', '.join(SHAPES)}")
-    if shape == "call" and not seed:
+    if shape == "call" and not basis:
         return default_call_id
-    salt = _digest(seed, size=8).hex()
+    salt = _digest(basis, size=8).hex()
 
     def call(index: int, name: str, before: str) -> str:
         return "call_" + _digest(salt, name, size=10).hex() + "%04x" % index

@@ -134,14 +134,14 @@ class ChatTemplate:
     # ---- parsing and exports
     def parser(self, tools: Tools = None, tool_choice: Literal["auto", "required", "none"] = "auto",
                parallel_tool_calls: bool = True, prompt: str | None = None, *,
-               chat_template_kwargs: Mapping[str, Any] | None = None, id_seed: str | None = None,
+               chat_template_kwargs: Mapping[str, Any] | None = None, id_basis: str | None = None,
                **kwargs: Any) -> ChatParams:
         """The parser, grammar and triggers of a request (see :func:`chat_autoparser.generator.generate_parser`;
         ``kwargs``: ``enable_thinking``, ``id_factory``, ``calls_in_reasoning``).
         ``chat_template_kwargs``: the request's template kwargs, as engines pass them: the parser
         is built for the setting they select; kwargs the analysis did not probe are rendered (once
         per distinct kwargs) to find it. Calls the model writes with no id get ids in the shape the
-        template accepts (:attr:`id_shape`), seeded by ``id_seed`` (default: the prompt), so each
+        template accepts (:attr:`id_shape`), derived from ``id_basis`` (default: the prompt), so each
         turn of a conversation gets its own (:mod:`~chat_autoparser.generator.call_ids`).
 
         Example::
@@ -151,8 +151,8 @@ class ChatTemplate:
             'REASONING_DISABLED'
         """
         if kwargs.get("id_factory") is None:
-            seed = id_seed if id_seed is not None else prompt or ""
-            kwargs["id_factory"] = call_ids(seed, self.id_shape)
+            basis = id_basis if id_basis is not None else prompt or ""
+            kwargs["id_factory"] = call_ids(basis, self.id_shape)
         renderer = None
         if chat_template_kwargs is not None:
             renderer = lambda kw: self._kwargs_prompt(kw, tools)  # noqa: E731

@@ -230,7 +230,6 @@ _INTEGER = re.compile(r"0|-?[1-9][0-9]*")  # an integer written as JSON writes i
 _INTEGER_TEXT = re.compile(r"[-+]?[0-9]+")  # an integer as text writes it (leading zeros, a sign)
 _NUMBER_TEXT = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 MAX_NUMBER_TEXT = 400  # longer "numbers" stay strings (int() of thousands of digits raises)
-NULL_WORDS = ("null", "None")  # how JSON and Python write null
 
 
 def allows_null(schema: dict[str, Any] | None) -> bool:
@@ -280,7 +279,7 @@ def typed_json(raw: str, schema: dict[str, Any] | None, fmt: ValueFormat | None 
     text = raw.strip()
     if t in ("integer", "number") and len(text) <= MAX_NUMBER_TEXT and _INTEGER.fullmatch(text):
         return text
-    if text in NULL_WORDS and allows_null(schema):
+    if (text == "null" or text == "None") and allows_null(schema):  # (JSON's null, Python's)
         return "null"
     if t in ("integer", "number"):
         number = _number_json(text, t == "integer")

@@ -117,8 +117,8 @@ def _choice(request: Any, tools: list[dict[str, Any]] | None) -> tuple[str, list
     return "auto", tools
 
 
-def id_seed(request: Any) -> str:
-    """What seeds the ids of the calls a model writes without one: the request's conversation
+def id_basis(request: Any) -> str:
+    """What derives the ids of the calls a model writes without one: the request's conversation
     (each turn's ids differ; the same request parsed again gets the same ones)."""
     messages = getattr(request, "messages", None)
     if not messages:
@@ -361,8 +361,8 @@ class AutoparserToolParser(ToolParser):
     """Tool calls by the template's analysis, with the request's tools (names checked, values
     typed by their schemas where the format writes text), ``tool_choice`` and
     ``parallel_tool_calls``; content around the calls kept. A call the model writes with no id
-    gets one in the shape the template accepts, seeded by the request's conversation
-    (:func:`id_seed`): unique across the turns of a conversation."""
+    gets one in the shape the template accepts, derived from the request's conversation
+    (:func:`id_basis`): unique across the turns of a conversation."""
 
     engine_based_streaming = True
     # required / named tool_choice: our parser reads the template's own call format, and
@@ -384,7 +384,7 @@ class AutoparserToolParser(ToolParser):
         return self.ct.parser(tools=allowed, tool_choice=choice,
                               parallel_tool_calls=getattr(request, "parallel_tool_calls", None) is not False,
                               prompt=after_reasoning_prompt(self.ct) if after_reasoning else None,
-                              chat_template_kwargs=_kwargs(request, None), id_seed=id_seed(request))
+                              chat_template_kwargs=_kwargs(request, None), id_basis=id_basis(request))
 
     def adjust_request(self, request: Any) -> Any:
         """Special tokens kept in the text; ``tool_choice="required"`` or a named tool: our

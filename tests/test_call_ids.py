@@ -20,13 +20,13 @@ MISTRAL_CHECK = """{%- for m in messages %}{%- if m.role == 'assistant' and m.to
 {%- else %}[INST]{{ m.content }}[/INST]{% endif %}{% endfor %}"""
 
 
-def test_default_ids_unchanged_without_seed():
+def test_default_ids_unchanged_without_basis():
     assert call_ids() is default_call_id
     assert call_ids("", "call")(0, "f", "x") == default_call_id(0, "f", "x")
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_seeded_ids_differ_by_seed_and_repeat_for_the_same(shape):
+def test_ids_differ_by_basis_and_repeat_for_the_same(shape):
     a, b = call_ids("turn 1", shape), call_ids("turn 2", shape)
     assert a(0, "f", "") == call_ids("turn 1", shape)(0, "f", "")
     assert a(0, "f", "") != b(0, "f", "")

@@ -28,7 +28,7 @@ from chat_autoparser.analyzer.markers import markers_in
 from chat_autoparser.analyzer.template_info import template_info
 
 REPO = Path(__file__).resolve().parents[1]
-CODE_DIRS = ("chat_autoparser", "analyzer", "generator", "tools")
+CODE_DIRS = ("chat_autoparser", "analyzer", "generator", "tools", "integrations")
 # The bos/eos stand-ins for a bare .jinja (analyzer/load.py STAND_IN_TOKENS) are render
 # inputs, not markers the analysis looks for.
 ALLOWED_MARKERS = {("analyzer/load.py", "<s>"), ("analyzer/load.py", "</s>")}
