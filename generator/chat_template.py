@@ -31,6 +31,7 @@ from .incremental import IncrementalRenderer
 from .openai_chunks import ChunkStream
 from .params import ChatParams, generate_parser
 from .polyfill import Polyfilled, polyfill
+from .state import StartState, start_state
 
 Messages = Sequence[Mapping[str, Any]]
 Tools = Sequence[Mapping[str, Any]] | None
@@ -153,12 +154,24 @@ class ChatTemplate:
         if kwargs.get("id_factory") is None:
             basis = id_basis if id_basis is not None else prompt or ""
             kwargs["id_factory"] = call_ids(basis, self.id_shape)
-        renderer = None
-        if chat_template_kwargs is not None:
-            renderer = lambda kw: self._kwargs_prompt(kw, tools)  # noqa: E731
         return generate_parser(self.analysis, tools=tools, tool_choice=tool_choice,
                                parallel_tool_calls=parallel_tool_calls, prompt=prompt,
-                               chat_template_kwargs=chat_template_kwargs, prompt_renderer=renderer, **kwargs)
+                               chat_template_kwargs=chat_template_kwargs,
+                               prompt_renderer=self._renderer_for(chat_template_kwargs, tools), **kwargs)
+
+    def start_state(self, prompt: str | None = None, *, chat_template_kwargs: Mapping[str, Any] | None = None,
+                    tools: Tools = None) -> StartState:
+        """Where a request's output starts (what :meth:`parser` builds its parser for), without
+        building the parser: for a server that asks often (has the reasoning ended by now?)."""
+        return start_state(self.analysis, prompt=prompt, with_tools=bool(tools),
+                           chat_template_kwargs=chat_template_kwargs,
+                           render=self._renderer_for(chat_template_kwargs, tools))
+
+    def _renderer_for(self, chat_template_kwargs: Mapping[str, Any] | None, tools: Tools):
+        """What renders kwargs the analysis did not probe (None when the request has none)."""
+        if chat_template_kwargs is None:
+            return None
+        return lambda kw: self._kwargs_prompt(kw, tools)
 
     def _kwargs_prompt(self, kwargs: Mapping[str, Any], tools: Tools) -> tuple[str, str]:
         """The probe conversation (one user message) rendered with and without the generation

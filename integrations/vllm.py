@@ -132,6 +132,16 @@ def _kwargs(request: Any, fallback: dict[str, Any] | None) -> dict[str, Any] | N
     return dict(kwargs) if kwargs is not None else fallback
 
 
+def request_params(ct: ChatTemplate, request: Any, *, prompt: str | None,
+                   chat_template_kwargs: dict[str, Any] | None, basis: str | None = None) -> ChatParams:
+    """Our parser and grammar for a vLLM request: its tools, ``tool_choice`` and
+    ``parallel_tool_calls``, with the start ``prompt``, the template kwargs and the ids' basis."""
+    choice, allowed = _choice(request, _plain_tools(request))
+    return ct.parser(tools=allowed, tool_choice=choice,
+                     parallel_tool_calls=getattr(request, "parallel_tool_calls", None) is not False,
+                     prompt=prompt, chat_template_kwargs=chat_template_kwargs, id_basis=basis)
+
+
 def after_reasoning_prompt(ct: ChatTemplate) -> str | None:
     """A prompt that ends where the reasoning has closed (the parser then reads content and
     calls); None for a template with no reasoning end."""
@@ -258,12 +268,8 @@ class AutoparserReasoningParser(ReasoningParser):
         return self._end or None
 
     def _params(self, request: Any = None) -> ChatParams:
-        tools = _plain_tools(request) if request is not None else None
-        choice, allowed = _choice(request, tools)
         kwargs = self.chat_template_kwargs if self.chat_template_kwargs is not None else _kwargs(request, None)
-        return self.ct.parser(tools=allowed, tool_choice=choice,
-                              parallel_tool_calls=getattr(request, "parallel_tool_calls", None) is not False,
-                              prompt=self.prompt, chat_template_kwargs=kwargs)
+        return request_params(self.ct, request, prompt=self.prompt, chat_template_kwargs=kwargs)
 
     def adjust_request(self, request: Any) -> Any:
         """Called before the tool parser's: special tokens kept in the text; our grammar for the
@@ -281,8 +287,8 @@ class AutoparserReasoningParser(ReasoningParser):
         """Whether text ending with these ids has no reasoning left open (the prompt, or an output
         so far): the parser's start state for such a prompt reads no reasoning to come."""
         tail = _decode(self.model_tokenizer, list(input_ids)[-PROMPT_TAIL_TOKENS:])
-        params = self.ct.parser(prompt=tail, chat_template_kwargs=self.chat_template_kwargs)
-        return params.parser.mode in (ReasoningMode.DISABLED, ReasoningMode.NONE)
+        mode = self.ct.start_state(tail, chat_template_kwargs=self.chat_template_kwargs).mode
+        return mode in (ReasoningMode.DISABLED, ReasoningMode.NONE)
 
     def is_reasoning_end_streaming(self, input_ids: Sequence[int], delta_ids: Sequence[int]) -> bool:
         if self._end and self._end in _decode(self.model_tokenizer, list(delta_ids)):
@@ -378,13 +384,9 @@ class AutoparserToolParser(ToolParser):
         self.skip_reasoning_parsing = False
         self._in_reasoning = False
 
-    def _params(self, request: Any, *, after_reasoning: bool = True) -> ChatParams:
-        tools = _plain_tools(request)
-        choice, allowed = _choice(request, tools)
-        return self.ct.parser(tools=allowed, tool_choice=choice,
-                              parallel_tool_calls=getattr(request, "parallel_tool_calls", None) is not False,
-                              prompt=after_reasoning_prompt(self.ct) if after_reasoning else None,
-                              chat_template_kwargs=_kwargs(request, None), id_basis=id_basis(request))
+    def _params(self, request: Any) -> ChatParams:
+        return request_params(self.ct, request, prompt=after_reasoning_prompt(self.ct),
+                              chat_template_kwargs=_kwargs(request, None), basis=id_basis(request))
 
     def adjust_request(self, request: Any) -> Any:
         """Special tokens kept in the text; ``tool_choice="required"`` or a named tool: our
@@ -458,13 +460,10 @@ def constrain(ct: ChatTemplate, request: Any, *, after_reasoning: bool) -> Any:
     ``after_reasoning``). Requests with ``auto``, with no tools, or with a structured output of
     their own are left as they are."""
     tools = _plain_tools(request)
-    choice, allowed = _choice(request, tools)
-    if not tools or choice != "required" or getattr(request, "structured_outputs", None) is not None:
+    if not tools or _choice(request, tools)[0] != "required" or getattr(request, "structured_outputs", None) is not None:
         return request
-    params = ct.parser(tools=allowed, tool_choice="required",
-                       parallel_tool_calls=getattr(request, "parallel_tool_calls", None) is not False,
-                       prompt=after_reasoning_prompt(ct) if after_reasoning else None,
-                       chat_template_kwargs=_kwargs(request, None))
+    params = request_params(ct, request, prompt=after_reasoning_prompt(ct) if after_reasoning else None,
+                            chat_template_kwargs=_kwargs(request, None))
     try:
         grammar = params.lark_grammar
     except ChatAutoparserError:  # (no llguidance: the request runs unconstrained, as with 'auto')

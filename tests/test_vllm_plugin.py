@@ -33,14 +33,6 @@ from chat_autoparser.integrations.vllm_replay import CharTokenizer, parser_class
 from chat_autoparser.integrations.vllm_replay import request as _request  # noqa: E402
 
 
-def _vllm_message(tok, prompt, output, request, *, step=3):
-    return replay(tok, prompt, output, request, step=step)
-
-
-def _parser_cls():
-    return parser_class()
-
-
 def _ours(parsed: dict[str, Any]) -> dict[str, Any]:
     calls = parsed.get("tool_calls") or []
     return {"reasoning": parsed.get("reasoning_content") or None, "content": parsed.get("content") or None,
@@ -88,7 +80,7 @@ def test_reasoning_content_and_call(tmp_path):
     prompt = ct.render([{"role": "user", "content": "hi"}], tools=WEATHER)
     output = ('<think>\nLet me check.\n</think>\n\nSure.<tool_call>\n{"name": "get_weather", "arguments": '
               '{"city": "Paris"}}\n</tool_call>')
-    shot, stream = _vllm_message(tok, prompt, output, request)
+    shot, stream = replay(tok, prompt, output, request)
     expected = _ours(ct.parser(tools=WEATHER, prompt=prompt).parser.parse(output))
     assert _strip_ids(shot) == _strip_ids(stream) == expected
     assert shot["ids"] == stream["ids"] and all(shot["ids"])
@@ -104,7 +96,7 @@ def test_chat_template_kwargs_reach_the_parser(corpus_root):
     output = "plan</think>Answer"
     on = _request(None, {"thinking": True})
     prompt = ct.render([{"role": "user", "content": "hi"}], chat_template_kwargs={"thinking": True})
-    shot, stream = _vllm_message(tok, prompt, output, on)
+    shot, stream = replay(tok, prompt, output, on)
     assert shot["reasoning"] == stream["reasoning"] == "plan"
     assert shot["content"] == stream["content"] == "Answer"
 
@@ -114,7 +106,7 @@ def test_required_tool_choice_puts_our_grammar():
     ct = ChatTemplate.from_pretrained(THINK)
     tok = CharTokenizer(ct.template.source, {"bos_token": "<s>", "eos_token": "</s>"})
     request = _request(WEATHER, tool_choice="required")
-    parser = _parser_cls()(tok, request.tools, chat_template_kwargs=None, model_config=None)
+    parser = parser_class()(tok, request.tools, chat_template_kwargs=None, model_config=None)
     adjusted = parser.adjust_request(request)
     grammar = adjusted.structured_outputs.grammar
     assert "get_weather" in grammar and "<tool_call>" in grammar
@@ -214,7 +206,7 @@ def test_corpus_required_tool_choice_grammar(corpus_entry, fixed_points):
     tok = CharTokenizer(loaded.source, loaded.special_tokens)
     plugin._TEMPLATES.clear()
     request = _request(list(RT_TOOLS), tool_choice="required")
-    parser = _parser_cls()(tok, request.tools, chat_template_kwargs=None, model_config=None)
+    parser = parser_class()(tok, request.tools, chat_template_kwargs=None, model_config=None)
     adjusted = parser.adjust_request(request)
     assert adjusted.structured_outputs is not None and adjusted.structured_outputs.grammar
     validate_guidance_grammar(adjusted.to_sampling_params(1000, {}))
@@ -237,7 +229,7 @@ def test_special_tokens_kept_in_the_text():
     tok = CharTokenizer(ct.template.source, {"bos_token": "<s>", "eos_token": "</s>"})
     request = _request(WEATHER)
     assert request.skip_special_tokens is not False  # (vLLM's default: skipped)
-    parser = _parser_cls()(tok, request.tools, chat_template_kwargs=None, model_config=None)
+    parser = parser_class()(tok, request.tools, chat_template_kwargs=None, model_config=None)
     assert parser.adjust_request(request).skip_special_tokens is False
 
 
